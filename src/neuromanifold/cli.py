@@ -1,0 +1,232 @@
+"""The `neuromanifold` command line. Thin: parse, build, call one public function, print.
+
+stdout carries results (a table, or JSON with --json); progress goes to stderr.
+Exit codes: 0 success, 1 computation failed or ambiguous, 2 bad input (one line on stderr;
+`--debug` anywhere on the command line shows the traceback instead).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from typer import Abort
+
+try:  # recent typer vendors click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - typer on top of click
+    from click.exceptions import UsageError
+from rich.console import Console
+
+from .architecture import Architecture
+from .checks import NeuromanifoldError, bad_value
+from .dimension import DimensionResult, neuromanifold_dim
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
+err = Console(stderr=True, highlight=False, markup=False)
+
+EXIT_AMBIGUOUS = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(Exception):
+    """A user error already phrased as one line."""
+
+
+# ---------------------------------------------------------------- shared helpers (used by commands)
+
+def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:
+    """'5,3,3,5' -> (5, 3, 3, 5); anything else is a bad-input line."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise bad_value(name, "a comma-separated list of positive integers", text,
+                        f"Pass e.g. --{name} {example}.") from None
+    return values
+
+
+def build_architecture(widths: str, keys: str, tokens: int, attention: str,
+                       temperature: float = 1.0) -> Architecture:
+    """An Architecture from CLI strings (validated by Architecture itself)."""
+    return Architecture(parse_int_list("widths", widths, "5,3,3,5"),
+                        parse_int_list("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
+
+
+def check_output_files(paths: list[Path], force: bool) -> None:
+    """Refuse to overwrite existing files unless --force."""
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise bad_value("out", "a folder without earlier results", ", ".join(existing),
+                        "Pass another --out folder, or --force to overwrite.")
+
+
+def print_json(obj) -> None:
+    """One JSON document on stdout (non-finite floats become null)."""
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+    sys.stdout.write(json.dumps(clean(obj), indent=2) + "\n")
+
+
+def describe_formula(result: DimensionResult) -> str:
+    """The closed form's value with whether it may be read as the dimension."""
+    f = result.formula
+    if f.hypotheses_hold:
+        verdict = "agrees" if f.value == result.dimension else "DISAGREES"
+        return f"{f.name} = {f.value} (hypotheses hold: {f.hypotheses}; {verdict})"
+    return (f"{f.name} would give {f.value}, but its hypotheses fail ({f.hypotheses} required): "
+            "not the dimension")
+
+
+def describe_dimension(result: DimensionResult) -> str:
+    """'50 [numerical, settled: gap 9.4 decades, N = 12]' and the like."""
+    if result.method == "numerical":
+        how = (f"numerical, {result.status}: singular-value gap {result.gap:.1f} decades "
+               f"(sigma_r = {result.sigma_before:.2e}, sigma_r+1 = {result.sigma_after:.2e}), "
+               f"N = {result.n_samples}")
+    else:
+        how = f"{result.method}, {result.status}"
+        if result.lower_bound is not None and result.upper_bound is not None:
+            how += f": {result.lower_bound} <= dim <= {result.upper_bound}"
+        if result.prime:
+            how += f", p = {result.prime}, P(wrong) <= {result.failure_probability:.1e}"
+        how += f", N = {result.n_samples}"
+    return f"{result.dimension}  [{how}]"
+
+
+# ---------------------------------------------------------------- commands
+
+@app.command()
+def dim(
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 5,3,3,5."),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2,2,2."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning or softmax."),
+    temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
+    method: str = typer.Option("auto", help="auto, numerical, exact or certified."),
+    samples: Optional[int] = typer.Option(None, help="Input samples N (default: grown until the rank saturates)."),
+    seed: int = typer.Option(0, help="Random seed for weights and inputs."),
+    device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Dimension of the neuromanifold of one architecture, with how it was obtained."""
+    arch = build_architecture(widths, keys, tokens, attention, temperature)
+    progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
+    result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
+                               device=device, progress=progress)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        lines = [("architecture", str(arch)), ("seed", str(seed)), ("parameters", str(result.n_params)),
+                 ("dimension", describe_dimension(result)), ("fiber dimension", str(result.fiber_dim)),
+                 ("formula", describe_formula(result))]
+        c = result.conjecture
+        lines.append(("conjecture", f"{c.name} = {c.value}" + ("" if c.hypotheses_hold else
+                                                               " (outside its stated range)")))
+        lines += [("notes", n) for n in result.notes]
+        lines.append(("seconds", ", ".join(f"{k} {v:.2f}" for k, v in result.seconds.items())))
+        width = max(len(k) for k, _ in lines)
+        for key, value in lines:
+            print(f"{key:<{width}}  {value}")
+    if result.status not in ("settled", "certified", "lower-bound"):
+        raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+@app.command()
+def figure3(
+    attention: str = typer.Option("softmax", help="softmax or lightning."),
+    deltas: str = typer.Option("3-10", help="Range a-b or list a,b,c of widths delta."),
+    samples: int = typer.Option(250, help="Input samples N to start from (the paper's 250); grown if needed."),
+    seed: int = typer.Option(0, help="Random seed."),
+    device: str = typer.Option("cpu", help="cpu, cuda or auto."),
+    out: Path = typer.Option(Path("figure3"), help="Folder for the PNG and CSV."),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
+    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+) -> None:
+    """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
+    from .experiments import figure3 as run_figure3, parse_int_set  # noqa: PLC0415
+    from .plots import plot_figure3  # noqa: PLC0415
+
+    attention = attention.lower()
+    Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
+    delta_list = parse_int_set("deltas", deltas)
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
+    png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
+    check_output_files([png, table], force)
+    err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
+
+    def report(delta, result):
+        err.print(f"  delta = {delta:>3}: estimated {result.dimension:>5} vs expected "
+                  f"{result.formula.value:>5}  [{result.status}, gap {result.gap:.1f} decades, "
+                  f"N = {result.n_samples}, {result.seconds['total']:.2f} s]")
+
+    rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device, progress=report)
+    out.mkdir(parents=True, exist_ok=True)
+    with table.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot_figure3(rows, png, attention)
+    if as_json:
+        print_json([{k: r[k] for k in ("delta", "n_params", "estimated", "expected", "gap", "status")}
+                    for r in rows])
+    else:
+        print(f"Figure 3, {attention} attention, l = 2, t = 3, a_i = 2; seed {seed}; "
+              f"method numerical (float64), expected = {rows[0]['formula']}")
+        print(f"{'delta':>5} {'params':>7} {'estimated':>9} {'expected':>8} {'gap':>6}  status")
+        for r in rows:
+            print(f"{r['delta']:>5} {r['n_params']:>7} {r['estimated']:>9} {r['expected']:>8} "
+                  f"{r['gap']:>6.1f}  {r['status']}")
+        total = sum(r["seconds"] for r in rows)
+        print(f"wrote {png} and {table} ({total:.1f} s)")
+    if any(r["status"] != "settled" for r in rows):
+        raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+# ---------------------------------------------------------------- entry point
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: one line and exit 2 on bad input, unless --debug."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [a for a in args if a != "--debug"] or ["--help"]
+    try:
+        code = app(args=args, prog_name="neuromanifold", standalone_mode=False)
+    except UsageError as exc:
+        if debug:
+            raise
+        hint = exc.format_message().replace("\n", " ")
+        print(f"neuromanifold: error: {hint} (see --help)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (Abort, KeyboardInterrupt):
+        print("neuromanifold: aborted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, BadInput) as exc:
+        if debug:
+            raise
+        print(f"neuromanifold: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except NeuromanifoldError as exc:
+        if debug:
+            raise
+        print(f"neuromanifold: {exc}", file=sys.stderr)
+        return EXIT_AMBIGUOUS
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

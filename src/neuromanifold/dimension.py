@@ -1,0 +1,266 @@
+"""The dimension of a neuromanifold, with how it was obtained (MATH.md sections 6, 7).
+
+`neuromanifold_dim` is the public entry point. Methods:
+  numerical  rank of the float64 Jacobian at a random point, decided by the largest
+             singular-value gap; flagged `ambiguous` when the gap is small or N did not saturate.
+  exact      rank over F_p at a random point: a proven lower bound (lightning only).
+  certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
+             `certified` when they meet (lightning only).
+  auto       certified for lightning, numerical for softmax.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .architecture import Architecture
+from .checks import METHODS, AmbiguousRankError, bad_value, check_choice, check_int
+from .formulas import FormulaValue, effective_width, expected_dim
+from .jacobians import jacobian, numerical_rank
+from .parameters import flatten, random_weights
+from .symmetries import symmetry_tangents
+
+# Decades of separation between sigma_r and sigma_{r+1} below which a numerical rank is ambiguous.
+DEFAULT_MIN_GAP = 4.0
+# Bytes of Jacobian rows computed at once before they are folded into the triangular factor.
+_ROW_BLOCK_BYTES = 256 * 2 ** 20
+
+Progress = Callable[[str], None]
+
+
+class AmbiguousRankWarning(UserWarning):
+    """Emitted when a numerical rank is reported with status `ambiguous`."""
+
+
+@dataclass
+class DimensionResult:
+    """The dimension of a neuromanifold and everything needed to judge it.
+
+    `method` says how `dimension` was obtained: `numerical`, `exact` or `certified`.
+    `status` is `settled` (numerical, clear gap, saturated in N), `ambiguous` (numerical, do not
+    trust), `certified` (exact lower bound == symmetry upper bound) or `lower-bound` (exact rank,
+    bounds do not meet; the true dimension lies in [lower_bound, upper_bound]).
+    Invariant: dimension + fiber_dim == n_params.
+    """
+
+    architecture: dict
+    n_params: int
+    dimension: int
+    method: str
+    status: str
+    formula: FormulaValue
+    conjecture: FormulaValue
+    lower_bound: int | None = None
+    upper_bound: int | None = None
+    gap: float | None = None
+    sigma_before: float | None = None
+    sigma_after: float | None = None
+    n_samples: int = 0
+    seed: int = 0
+    prime: int | None = None
+    failure_probability: float | None = None
+    device: str = "cpu"
+    seconds: dict = field(default_factory=dict)
+    rank_history: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    @property
+    def fiber_dim(self) -> int:
+        """Generic fiber dimension n_params - dimension."""
+        return self.n_params - self.dimension
+
+    @property
+    def formula_matches(self) -> bool:
+        return self.formula.value == self.dimension
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (keys n_params, dimension, method, fiber_dim, formula, ...)."""
+        out = asdict(self)
+        out["fiber_dim"] = self.fiber_dim
+        for key in ("gap", "sigma_before", "sigma_after"):
+            if out[key] is not None and not math.isfinite(out[key]):
+                out[key] = None
+        return out
+
+
+def resolve_device(device: str) -> torch.device:
+    """`cpu`, `cuda` (error if torch sees no GPU) or `auto` (cuda when available)."""
+    device = check_choice("device", device, ("cpu", "cuda", "auto"))
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise bad_value("device", "a device torch can see", "cuda",
+                        "No CUDA GPU is visible to torch here; use --device cpu.")
+    return torch.device(device)
+
+
+def _symmetry_upper_bound(arch: Architecture, weights) -> tuple[int, float]:
+    """n_params - numerical rank of the symmetry tangents, and that rank's gap (decades)."""
+    tangents, _ = symmetry_tangents(arch, weights)
+    if tangents.shape[0] == 0:
+        return arch.n_params, math.inf
+    sv = torch.linalg.svdvals(tangents)
+    nr = numerical_rank(sv, *tangents.shape)
+    return arch.n_params - nr.rank, nr.gap
+
+
+def initial_samples(arch: Architecture, upper_bound: int) -> int:
+    """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
+    rows_per_sample = arch.tokens * arch.widths[-1]
+    return max(2, math.ceil(2 * upper_bound / rows_per_sample) + 1)
+
+
+def min_samples_required(arch: Architecture) -> int:
+    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count."""
+    return math.ceil(arch.n_params / (arch.tokens * arch.widths[-1]))
+
+
+def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
+                  device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
+                  min_samples: int | None = None, max_samples: int | None = None,
+                  progress: Progress | None = None) -> DimensionResult:
+    """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
+
+    Math: dim M = rank dPhi_W for generic W and N large enough (MATH.md section 6).
+    N is grown (x1.5) until the rank stops changing or meets the symmetry upper bound, unless
+    `samples` fixes it. Rank rule: largest gap in the singular values; a gap below `min_gap`
+    decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
+    `AmbiguousRankWarning`. Numerical: not a proof.
+    """
+    if not isinstance(arch, Architecture):
+        raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
+                        "Build one with Architecture(widths=..., keys=..., tokens=...).")
+    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    floor = min_samples_required(arch)
+    if samples is not None:
+        samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
+        if samples < floor:
+            raise bad_value(
+                "samples", f"at least {floor} for {arch} (N t d_l >= n_params = {arch.n_params})",
+                samples, f"Pass --samples {floor} or more, or leave it out to choose N automatically.")
+    dev = resolve_device(device)
+    say = progress or (lambda _msg: None)
+    t_start = time.perf_counter()
+    weights = random_weights(arch, seed, device=dev)
+    params = flatten(weights)
+    upper, _ = _symmetry_upper_bound(arch, weights)
+    n_cols = arch.n_params
+    rows_per_sample = arch.tokens * arch.widths[-1]
+    if samples is not None:
+        target = samples
+    else:
+        target = max(initial_samples(arch, upper), min_samples or 0)
+    if max_samples is None:
+        max_samples = max(8 * target, 64)
+    gen = torch.Generator().manual_seed(seed + 7919)
+    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
+
+    R = None
+    n_done, t_jac, t_rank = 0, 0.0, 0.0
+    history: list[tuple[int, int]] = []
+    previous = None
+    saturated_by = None
+    while True:
+        while n_done < target:
+            n_new = min(block, target - n_done)
+            X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
+                            dtype=torch.float64).to(dev)
+            t0 = time.perf_counter()
+            J = jacobian(arch, params, X)
+            t1 = time.perf_counter()
+            # Row scaling keeps the rank and equilibrates a degree-3^l polynomial's dynamic range.
+            J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
+            stacked = J if R is None else torch.cat([R, J])
+            R = torch.linalg.qr(stacked, mode="r").R
+            t_rank += time.perf_counter() - t1
+            t_jac += t1 - t0
+            n_done += n_new
+            say(f"N = {n_done}/{target} samples folded in")
+        t1 = time.perf_counter()
+        # Column scaling keeps the rank too; R's column norms are J's.
+        sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
+        t_rank += time.perf_counter() - t1
+        nr = numerical_rank(sv, n_done * rows_per_sample, n_cols)
+        history.append([n_done, nr.rank])
+        say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        clear = not nr.is_ambiguous(min_gap)
+        saturated_by = None
+        if nr.rank >= upper:
+            saturated_by = "symmetry bound"
+        elif previous is not None and previous.rank == nr.rank:
+            saturated_by = "stable rank"
+        # More samples both saturate the rank and widen the gap, so grow N until both hold.
+        if (saturated_by and clear) or samples is not None or n_done >= max_samples:
+            break
+        previous = nr
+        target = min(max_samples, math.ceil(n_done * 1.5))
+
+    notes = []
+    ambiguous = nr.is_ambiguous(min_gap)
+    if ambiguous:
+        notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}); "
+                     f"need >= {min_gap} and a clear runner-up margin")
+    if nr.rank > upper:
+        ambiguous = True
+        notes.append(f"rank {nr.rank} exceeds the symmetry upper bound {upper}: round-off")
+    if saturated_by is None:
+        ambiguous = True
+        if samples is not None:
+            notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
+                         "fixed: saturation in N not verified (leave --samples out to grow N)")
+        else:
+            notes.append(f"rank still growing at N = {n_done} (max_samples reached)")
+    else:
+        notes.append(f"saturated in N: {saturated_by}")
+    status = "ambiguous" if ambiguous else "settled"
+    if ambiguous:
+        warnings.warn(f"{arch}: numerical rank {nr.rank} is ambiguous: " + "; ".join(notes),
+                      AmbiguousRankWarning, stacklevel=2)
+    total = time.perf_counter() - t_start
+    return DimensionResult(
+        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank,
+        method="numerical", status=status, formula=expected_dim(arch),
+        conjecture=effective_width(arch), upper_bound=upper, gap=nr.gap,
+        sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
+        device=str(dev), seconds={"jacobian": t_jac, "rank": t_rank, "total": total},
+        rank_history=history, notes=notes)
+
+
+def neuromanifold_dim(arch: Architecture, *, method: str = "auto", samples: int | None = None,
+                      seed: int = 0, device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
+                      progress: Progress | None = None, **options) -> DimensionResult:
+    """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
+
+    Example:
+        >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
+        >>> r.dimension + r.fiber_dim == r.n_params
+        True
+    """
+    method = check_choice("method", method, METHODS)
+    if method in ("exact", "certified") and not arch.is_polynomial:
+        raise bad_value("method", "'numerical' or 'auto' for softmax networks", method,
+                        "Softmax networks are not polynomial, so there is no exact rank over F_p; "
+                        "use --method numerical.")
+    if method == "auto":
+        method = "certified" if arch.is_polynomial else "numerical"
+    if method == "numerical":
+        return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                             progress=progress, **options)
+    from .exact_dimension import exact_dim  # noqa: PLC0415  (issue 3)
+
+    return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
+                     progress=progress, **options)
+
+
+def require_settled(result: DimensionResult) -> DimensionResult:
+    """Return `result` if its status is settled or certified; raise AmbiguousRankError otherwise."""
+    if result.status not in ("settled", "certified"):
+        raise AmbiguousRankError(f"dimension {result.dimension} of {result.architecture} is "
+                                 f"{result.status}: " + "; ".join(result.notes))
+    return result

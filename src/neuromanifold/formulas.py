@@ -1,0 +1,104 @@
+"""Closed-form dimensions, each with whether its hypotheses hold (MATH.md sections 3-5).
+
+Each function returns a `FormulaValue`. A value whose `hypotheses_hold` is False is only what
+the formula would say: it is not the dimension (MATH.md section 4 lists where it is wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .architecture import Architecture
+
+
+@dataclass(frozen=True)
+class FormulaValue:
+    """The value of a closed form and whether its hypotheses hold for the architecture."""
+
+    name: str
+    value: int
+    hypotheses_hold: bool
+    hypotheses: str
+    conjecture: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _layer_terms(widths: tuple[int, ...], keys: tuple[int, ...], d_last: int) -> int:
+    """sum_i [r_i (2 d_{i-1} - r_i) + d_i d_{i-1}] - sum_{i<l} d_i^2, r_i = min(a_i, d_{i-1})."""
+    ws = list(widths[:-1]) + [d_last]
+    total = 0
+    for a, d_in, d_out in zip(keys, ws[:-1], ws[1:]):
+        r = min(a, d_in)
+        total += r * (2 * d_in - r) + d_out * d_in
+    return total - sum(d * d for d in ws[1:-1])
+
+
+def eq7(arch: Architecture) -> FormulaValue:
+    """Single lightning layer (Corollary 3.3, Eq. 7).
+
+    Math: dim M = r (2d - r) + d d' - 1, r = min(a, d); needs t >= 2 and (a > 1 or d' > 1).
+    """
+    d, dp, a = arch.widths[0], arch.widths[-1], arch.keys[0]
+    r = min(a, d)
+    holds = arch.n_layers == 1 and arch.tokens >= 2 and (a > 1 or dp > 1)
+    return FormulaValue("Eq. 7", r * (2 * d - r) + d * dp - 1, holds,
+                        "one layer, t >= 2, and a > 1 or d' > 1")
+
+
+def _deep_hypotheses(arch: Architecture) -> bool:
+    w = arch.widths
+    return (arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
+            and all(w[i] >= w[i + 1] for i in range(arch.n_layers - 1)))
+
+
+_DEEP_TEXT = "t >= 2, d_0 >= d_1 >= ... >= d_{l-1} and every a_i >= 2 (verified region)"
+
+
+def eq14(arch: Architecture) -> FormulaValue:
+    """Deep lightning network (Corollary 3.8, Eq. 14).
+
+    Math: dim M = sum_i [r_i (2 d_{i-1} - r_i) + d_i d_{i-1}] - sum_{i=1..l-1} d_i^2 - l,
+    r_i = min(a_i, d_{i-1}); verified where t >= 2, d_0 >= ... >= d_{l-1}, all a_i >= 2.
+    """
+    value = _layer_terms(arch.widths, arch.keys, arch.widths[-1]) - arch.n_layers
+    if arch.n_layers == 1:
+        return FormulaValue("Eq. 14", value, eq7(arch).hypotheses_hold, eq7(arch).hypotheses)
+    return FormulaValue("Eq. 14", value, _deep_hypotheses(arch), _DEEP_TEXT)
+
+
+def eq16(arch: Architecture) -> FormulaValue:
+    """Deep normalised (softmax) network (Conjecture 3.10, Eq. 16): Eq. 14 + l.
+
+    For l = 1 this is Theorem 3.9: r (2d - r) + d d', needing t >= 2. For l >= 2 it is the
+    paper's conjecture (a real-analytic proof is reported by Konda 2026, MATH.md section 5).
+    """
+    value = _layer_terms(arch.widths, arch.keys, arch.widths[-1])
+    if arch.n_layers == 1:
+        return FormulaValue("Eq. 16", value, arch.tokens >= 2, "one layer, t >= 2 (Theorem 3.9)")
+    return FormulaValue("Eq. 16", value, _deep_hypotheses(arch), _DEEP_TEXT)
+
+
+def effective_width(arch: Architecture) -> FormulaValue:
+    """Eq. 14 (or 16) with every d_i, i < l, replaced by m_i = min(d_0, ..., d_i). A conjecture.
+
+    Observed, not proved (MATH.md section 4): it matched every a_i >= 2 configuration scanned.
+    """
+    m, running = [], None
+    for d in arch.widths[:-1]:
+        running = d if running is None else min(running, d)
+        m.append(running)
+    value = _layer_terms(tuple(m) + (arch.widths[-1],), arch.keys, arch.widths[-1])
+    if arch.attention == "lightning":
+        value -= arch.n_layers
+    holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
+    return FormulaValue("effective-width conjecture", value, holds,
+                        "t >= 2 and every a_i >= 2 (conjecture, not proved)", conjecture=True)
+
+
+def expected_dim(arch: Architecture) -> FormulaValue:
+    """The paper's closed form for this architecture: Eq. 7 / Eq. 14 (lightning), Eq. 16 (softmax)."""
+    if arch.attention == "softmax":
+        return eq16(arch)
+    return eq7(arch) if arch.n_layers == 1 else eq14(arch)

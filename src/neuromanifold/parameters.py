@@ -1,0 +1,160 @@
+"""Weights of a network in three parametrisations, with conversions (MATH.md sections 1, 2, 4).
+
+- `LayerWeights`: per-layer (Q_i, K_i, V_i); the parametrisation whose Jacobian we take.
+- `AttentionWeights`: (A_i, V_i) with A_i = Q_i^T K_i in R^{d_{i-1} x d_{i-1}}.
+- `VirtualWeights`: (A'_1, ..., A'_l, V') of Eq. 8, with A'_i = P_{i-1}^T A_i P_{i-1} in
+  R^{d_0 x d_0}, P_{i-1} = V_{i-1} ... V_1 (P_0 = I) and V' = V_l ... V_1 in R^{d_l x d_0}.
+
+Tensors are torch float64 by default; any torch dtype works for the maps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .architecture import Architecture
+from .checks import bad_value
+
+DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """Per-layer weights Q_i, K_i in R^{a_i x d_{i-1}} and V_i in R^{d_i x d_{i-1}}, i = 1..l."""
+
+    Q: tuple[torch.Tensor, ...]
+    K: tuple[torch.Tensor, ...]
+    V: tuple[torch.Tensor, ...]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.V)
+
+    def to_attention(self) -> "AttentionWeights":
+        """A_i = Q_i^T K_i (Lemma 3.1's parametrisation)."""
+        return AttentionWeights(tuple(q.T @ k for q, k in zip(self.Q, self.K)), self.V)
+
+    def to_virtual(self) -> "VirtualWeights":
+        """Virtual weights (Eq. 8)."""
+        return self.to_attention().to_virtual()
+
+    def map(self, fn) -> "LayerWeights":
+        """Apply `fn` to every tensor (e.g. to move to a device)."""
+        return LayerWeights(tuple(map(fn, self.Q)), tuple(map(fn, self.K)), tuple(map(fn, self.V)))
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    """Attention matrices A_i in R^{d_{i-1} x d_{i-1}} and values V_i in R^{d_i x d_{i-1}}."""
+
+    A: tuple[torch.Tensor, ...]
+    V: tuple[torch.Tensor, ...]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.V)
+
+    def to_virtual(self) -> "VirtualWeights":
+        """Math: A'_i = P_{i-1}^T A_i P_{i-1}, V' = V_l ... V_1 (Eq. 8)."""
+        d0 = self.A[0].shape[0]
+        P = torch.eye(d0, dtype=self.A[0].dtype, device=self.A[0].device)
+        virtual = []
+        for A, V in zip(self.A, self.V):
+            virtual.append(P.T @ A @ P)
+            P = V @ P
+        return VirtualWeights(tuple(virtual), P)
+
+    def to_layer_weights(self, arch: Architecture) -> LayerWeights:
+        """Factor each A_i = Q_i^T K_i with Q_i, K_i in R^{a_i x d_{i-1}} (balanced SVD split).
+
+        Raises ValueError when rank A_i > a_i, since no such factorisation exists.
+        """
+        Qs, Ks = [], []
+        for i, (A, a) in enumerate(zip(self.A, arch.keys), start=1):
+            U, s, Vh = torch.linalg.svd(A)
+            tol = s.max().clamp(min=1) * max(A.shape) * torch.finfo(A.dtype).eps * 10
+            rank = int((s > tol).sum())
+            if rank > a:
+                raise bad_value(f"A_{i}", f"of rank <= a_{i} = {a}", f"a matrix of rank {rank}",
+                                f"Use keys with a_{i} >= {rank}, or a rank-{a} A_{i}.")
+            k = min(a, s.shape[0])
+            root = s[:k].sqrt()
+            Q = torch.zeros(a, A.shape[0], dtype=A.dtype, device=A.device)
+            K = torch.zeros_like(Q)
+            Q[:k] = (U[:, :k] * root).T
+            K[:k] = root[:, None] * Vh[:k]
+            Qs.append(Q)
+            Ks.append(K)
+        return LayerWeights(tuple(Qs), tuple(Ks), self.V)
+
+
+@dataclass(frozen=True)
+class VirtualWeights:
+    """Virtual weights A'_i in R^{d_0 x d_0} (i = 1..l) and V' in R^{d_l x d_0} (Eq. 8)."""
+
+    A: tuple[torch.Tensor, ...]
+    V: torch.Tensor
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.A)
+
+
+def flatten(weights: LayerWeights) -> torch.Tensor:
+    """One parameter vector: Q_1, K_1, V_1, Q_2, ... each flattened row-major."""
+    blocks = []
+    for q, k, v in zip(weights.Q, weights.K, weights.V):
+        blocks += [q.reshape(-1), k.reshape(-1), v.reshape(-1)]
+    return torch.cat(blocks)
+
+
+def unflatten(arch: Architecture, vector: torch.Tensor) -> LayerWeights:
+    """Inverse of `flatten` for `arch` (differentiable: works under torch.func transforms)."""
+    if vector.shape[-1] != arch.n_params:
+        raise bad_value("vector", f"of length n_params = {arch.n_params} for {arch}",
+                        f"length {vector.shape[-1]}", "Flatten weights of the same architecture.")
+    blocks = {}
+    for name, shape, offset in arch.param_layout():
+        blocks[name] = vector[offset: offset + shape[0] * shape[1]].reshape(shape)
+    l = arch.n_layers
+    return LayerWeights(tuple(blocks[f"Q_{i}"] for i in range(1, l + 1)),
+                        tuple(blocks[f"K_{i}"] for i in range(1, l + 1)),
+                        tuple(blocks[f"V_{i}"] for i in range(1, l + 1)))
+
+
+def weight_scales(arch: Architecture) -> list[dict[str, float]]:
+    """Standard deviations used by `random_weights`, per layer and block.
+
+    Chosen so that every layer maps O(1) inputs to O(1) outputs: Q_i, K_i ~ N(0, 1/(d sqrt a))
+    keeps the logits x_j^T A x_i of order one (softmax never saturates), V_i ~ N(0, 1/d),
+    divided further by sqrt(t) for lightning, whose outputs sum t unnormalised terms.
+    """
+    scales = []
+    for a, d_in in zip(arch.keys, arch.widths[:-1]):
+        qk = 1.0 / math.sqrt(d_in * math.sqrt(a))
+        v = 1.0 / math.sqrt(d_in * (arch.tokens if arch.attention == "lightning" else 1))
+        scales.append({"Q": qk, "K": qk, "V": v})
+    return scales
+
+
+def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DTYPE,
+                   device: str | torch.device = "cpu") -> LayerWeights:
+    """Seeded Gaussian weights, scaled by `weight_scales` (generic with probability one)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    Qs, Ks, Vs = [], [], []
+    for shapes, scale in zip(arch.layer_shapes(), weight_scales(arch)):
+        for name, bucket in (("Q", Qs), ("K", Ks), ("V", Vs)):
+            sample = torch.randn(shapes[name], generator=gen, dtype=DTYPE) * scale[name]
+            bucket.append(sample.to(dtype=dtype, device=device))
+    return LayerWeights(tuple(Qs), tuple(Ks), tuple(Vs))
+
+
+def random_inputs(arch: Architecture, n_samples: int, seed: int = 0, *, dtype: torch.dtype = DTYPE,
+                  device: str | torch.device = "cpu") -> torch.Tensor:
+    """N seeded standard normal input sequences, shape (N, d_0, t) (tokens are columns)."""
+    gen = torch.Generator().manual_seed(int(seed) + 7919)
+    X = torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen, dtype=DTYPE)
+    return X.to(dtype=dtype, device=device)

@@ -1,0 +1,116 @@
+"""The known symmetries of the parametrisation: group actions and their tangent vectors.
+
+Math (MATH.md sections 3, 4):
+  key symmetry (Lemma 3.1), C in GL(a_i):   Q_i -> C Q_i,  K_i -> C^{-T} K_i
+  inter-layer (Eq. 9), C in GL(d_i), 1 <= i < l:
+        V_i -> C V_i,  Q_{i+1} -> Q_{i+1} C^{-1},  K_{i+1} -> K_{i+1} C^{-1},  V_{i+1} -> V_{i+1} C^{-1}
+  rescaling (lightning only), lambda != 0:  (A_i, V_i) -> (lambda A_i, V_i / lambda),
+        realised here as Q_i -> lambda Q_i, V_i -> V_i / lambda.
+
+Each symmetry leaves phi_W unchanged, so its tangent vectors at W lie in the kernel of the
+Jacobian of W -> phi_W: their span bounds the dimension from above,
+dim M <= n_params - rank(tangents) (MATH.md section 6).
+
+The tangent construction only copies and negates entries of W, so it works for any tensor
+dtype, integer tensors included (for arithmetic over F_p).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .architecture import Architecture
+from .checks import bad_value
+from .parameters import LayerWeights
+
+
+def _check_layer(name: str, i: int, low: int, high: int) -> None:
+    if not low <= i <= high:
+        raise bad_value(name, f"a layer index in {low}..{high}", i,
+                        f"Pick a layer between {low} and {high}.")
+
+
+def act_keys(weights: LayerWeights, layer: int, C: torch.Tensor) -> LayerWeights:
+    """Apply C in GL(a_i) to layer `layer` (1-based): Q_i -> C Q_i, K_i -> C^{-T} K_i."""
+    _check_layer("layer", layer, 1, weights.n_layers)
+    i = layer - 1
+    Q, K = list(weights.Q), list(weights.K)
+    Q[i] = C @ Q[i]
+    K[i] = torch.linalg.solve(C.T, K[i])
+    return LayerWeights(tuple(Q), tuple(K), weights.V)
+
+
+def act_between_layers(weights: LayerWeights, layer: int, C: torch.Tensor) -> LayerWeights:
+    """Apply C in GL(d_i) between layers i and i+1 (Eq. 9), 1 <= i < l."""
+    _check_layer("layer", layer, 1, weights.n_layers - 1)
+    i = layer - 1
+    Q, K, V = list(weights.Q), list(weights.K), list(weights.V)
+    C_inv = torch.linalg.inv(C)
+    V[i] = C @ V[i]
+    Q[i + 1], K[i + 1], V[i + 1] = Q[i + 1] @ C_inv, K[i + 1] @ C_inv, V[i + 1] @ C_inv
+    return LayerWeights(tuple(Q), tuple(K), tuple(V))
+
+
+def act_rescale(weights: LayerWeights, layer: int, scale: float) -> LayerWeights:
+    """(A_i, V_i) -> (scale A_i, V_i / scale); a symmetry of lightning networks only."""
+    _check_layer("layer", layer, 1, weights.n_layers)
+    if scale == 0:
+        raise bad_value("scale", "non-zero", scale, "Pass any non-zero number.")
+    i = layer - 1
+    Q, V = list(weights.Q), list(weights.V)
+    Q[i] = Q[i] * scale
+    V[i] = V[i] / scale
+    return LayerWeights(tuple(Q), weights.K, tuple(V))
+
+
+def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.Tensor, list[str]]:
+    """Tangent vectors at W of every known symmetry, as rows of a (n_tangents, n_params) matrix.
+
+    Returns the matrix and, per row, a label naming the one-parameter subgroup it comes from.
+    Rows: a_i^2 per layer (GL(a_i)), d_i^2 per interior width (Eq. 9), and one rescaling per
+    layer for lightning networks. Their rank (not their number) bounds the fiber dimension.
+    """
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    ref = weights.V[0]
+    rows: list[torch.Tensor] = []
+    labels: list[str] = []
+
+    def new_row() -> torch.Tensor:
+        return torch.zeros(arch.n_params, dtype=ref.dtype, device=ref.device)
+
+    def block(row: torch.Tensor, name: str, shape: tuple[int, int]) -> torch.Tensor:
+        start = offsets[name]
+        return row[start: start + shape[0] * shape[1]].view(shape)
+
+    for i, (a, shapes) in enumerate(zip(arch.keys, arch.layer_shapes()), start=1):
+        Q, K = weights.Q[i - 1], weights.K[i - 1]
+        for r in range(a):
+            for s in range(a):  # E = e_rs: dQ = E Q, dK = -E^T K
+                row = new_row()
+                block(row, f"Q_{i}", shapes["Q"])[r] = Q[s]
+                block(row, f"K_{i}", shapes["K"])[s] -= K[r]
+                rows.append(row)
+                labels.append(f"GL(a_{i}) e_{r}{s}")
+    for i in range(1, arch.n_layers):
+        d = arch.widths[i]
+        shapes, nxt = arch.layer_shapes()[i - 1], arch.layer_shapes()[i]
+        V, Qn, Kn, Vn = weights.V[i - 1], weights.Q[i], weights.K[i], weights.V[i]
+        for r in range(d):
+            for s in range(d):  # E = e_rs: dV_i = E V_i, d(M_{i+1}) = -M_{i+1} E
+                row = new_row()
+                block(row, f"V_{i}", shapes["V"])[r] = V[s]
+                block(row, f"Q_{i + 1}", nxt["Q"])[:, s] = -Qn[:, r]
+                block(row, f"K_{i + 1}", nxt["K"])[:, s] = -Kn[:, r]
+                block(row, f"V_{i + 1}", nxt["V"])[:, s] = -Vn[:, r]
+                rows.append(row)
+                labels.append(f"GL(d_{i}) e_{r}{s}")
+    if arch.attention == "lightning":
+        for i, shapes in enumerate(arch.layer_shapes(), start=1):
+            row = new_row()
+            block(row, f"Q_{i}", shapes["Q"])[:] = weights.Q[i - 1]
+            block(row, f"V_{i}", shapes["V"])[:] = -weights.V[i - 1]
+            rows.append(row)
+            labels.append(f"rescale layer {i}")
+    if not rows:
+        return torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device), labels
+    return torch.stack(rows), labels
