@@ -1,0 +1,77 @@
+"""Exact linear algebra over prime fields F_p and over Q. The only module that imports python-flint.
+
+No floating point is used here: matrices are integer numpy arrays (entries reduced mod p) or
+Python ints/fractions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from .checks import bad_value
+
+# A prime below 2^31 (so that a product of two residues fits in int64 exactly).
+DEFAULT_PRIME = 2_147_483_629
+
+
+def check_prime(name: str, p: object) -> int:
+    """Return `p` as an int if it is a prime >= 3; raise the template ValueError otherwise."""
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+        raise TypeError(f"`{name}` must be a prime integer; got {p!r}. Pass e.g. {DEFAULT_PRIME}.")
+    p = int(p)
+    if p < 3 or not flint.fmpz(p).is_prime():
+        raise bad_value(name, "a prime >= 3", p, f"Pass a prime such as {DEFAULT_PRIME}.")
+    if p >= 2 ** 62:
+        raise bad_value(name, "a prime below 2^62 (word-size modular arithmetic)", p,
+                        f"Pass a prime such as {DEFAULT_PRIME}.")
+    return p
+
+
+def to_nmod_mat(matrix: np.ndarray, p: int) -> flint.nmod_mat:
+    """A 2-D integer array as a flint matrix over F_p (entries reduced mod p)."""
+    m = np.mod(np.asarray(matrix, dtype=np.int64), p)
+    rows, cols = m.shape
+    return flint.nmod_mat(rows, cols, m.ravel().tolist(), p)
+
+
+def rank_mod_p(matrix: np.ndarray, p: int) -> int:
+    """Exact rank of an integer matrix over F_p."""
+    if 0 in np.shape(matrix):
+        return 0
+    return int(to_nmod_mat(matrix, p).rank())
+
+
+def nullspace_mod_p(matrix: np.ndarray, p: int) -> np.ndarray:
+    """A basis of {x : M x = 0 over F_p}, as the columns of an int64 array (cols x k)."""
+    rows, cols = np.shape(matrix)
+    if rows == 0:
+        return np.eye(cols, dtype=np.int64)
+    basis, k = to_nmod_mat(matrix, p).nullspace()
+    entries = np.array([int(x) for x in basis.entries()], dtype=np.int64).reshape(cols, cols)
+    return entries[:, :k]
+
+
+def nullspace_rational(rows: list[list[int | Fraction]]) -> list[list[Fraction]]:
+    """A basis of the right kernel over Q of a matrix with rational entries (exact)."""
+    n_rows, n_cols = len(rows), len(rows[0])
+    M = flint.fmpq_mat(n_rows, n_cols, [flint.fmpq(Fraction(x).numerator, Fraction(x).denominator)
+                                         for row in rows for x in row])
+    R, rank = M.rref()
+    pivots, r = [], 0
+    for c in range(n_cols):
+        if r < rank and R[r, c] != 0:
+            pivots.append(c)
+            r += 1
+    free = [c for c in range(n_cols) if c not in pivots]
+    basis = []
+    for f in free:
+        vec = [Fraction(0)] * n_cols
+        vec[f] = Fraction(1)
+        for i, c in enumerate(pivots):
+            q = R[i, f]
+            vec[c] = -Fraction(int(q.p), int(q.q))
+        basis.append(vec)
+    return basis
