@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch.func import jvp, vmap
+from torch.func import jacrev, jvp, vmap
 
 from .architecture import Architecture
 from .maps import forward
@@ -28,15 +28,23 @@ def _chunk_columns(arch: Architecture, n_samples: int, itemsize: int) -> int:
 def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     """J = d vec(phi_W(X_1..X_N)) / dW, shape (N * d_l * t, n_params), rows ordered (n, d_l, t).
 
-    Computed in forward mode, in the dtype and on the device of `params`.
+    Forward mode (one jvp per parameter) when J has at least as many rows as columns, reverse
+    mode (one vjp per output coordinate) otherwise; both batched with vmap, in chunks that keep
+    the intermediates near 512 MiB, in the dtype and on the device of `params`.
     """
     def f(w: torch.Tensor) -> torch.Tensor:
         return forward(arch, unflatten(arch, w), X).reshape(-1)
 
+    n = arch.n_params
+    n_rows = X.shape[0] * arch.widths[-1] * arch.tokens
+    if n_rows < n:
+        per_row = (n + X.shape[0] * arch.tokens * max(arch.widths) * 6 * arch.n_layers)
+        chunk = max(1, min(n_rows, _CHUNK_BYTES // (per_row * params.element_size())))
+        return jacrev(f, chunk_size=chunk)(params)
+
     def column(direction: torch.Tensor) -> torch.Tensor:
         return jvp(f, (params,), (direction,))[1]
 
-    n = arch.n_params
     chunk = _chunk_columns(arch, X.shape[0], params.element_size())
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
     cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
@@ -76,3 +84,44 @@ def numerical_rank(singular_values: torch.Tensor, n_rows: int, n_cols: int) -> N
     runner = float(gaps[order[1]]) if gaps.numel() > 1 else 0.0
     after = float(s[r]) if r < s.numel() else 0.0
     return NumericalRank(r, float(gaps[r - 1]), float(s[r - 1]), after, runner)
+
+
+@dataclass(frozen=True)
+class KernelSplit:
+    """An orthonormal basis Q = [Q1 Q2] of R^P with Q1 spanning the known symmetry tangents.
+
+    Symmetry tangents lie in ker J, so rank J = rank(J Q2): the rank is read off a matrix with
+    P - r columns instead of P (the dense SVD is the cost, cubic in the columns). `leak` measures
+    ||J Q1|| / ||J||, which must be round-off for that to hold.
+    NOTE: [Why r may only be underestimated] r comes from the eigenvalues of T T^T, whose noise
+    sits near sqrt(eps) of the largest: a tiny true tangent singular value can be missed (Q2 then
+    keeps a kernel direction: harmless), but noise is never counted as a tangent.
+    """
+
+    householder: torch.Tensor  # geqrf factors of T^T U_r, shape (P, r)
+    tau: torch.Tensor
+    rank: int
+
+    @classmethod
+    def from_tangents(cls, tangents: torch.Tensor) -> "KernelSplit":
+        """Split off the span of the rows of `tangents` (n_tangents, P)."""
+        n_params = tangents.shape[1]
+        if tangents.shape[0] == 0:
+            return cls(torch.zeros((n_params, 0), dtype=tangents.dtype, device=tangents.device),
+                       torch.zeros(0, dtype=tangents.dtype, device=tangents.device), 0)
+        scaled = tangents / tangents.norm(dim=1, keepdim=True).clamp(min=torch.finfo(tangents.dtype).tiny)
+        evals, evecs = torch.linalg.eigh(scaled @ scaled.T)
+        evals, evecs = evals.flip(0), evecs.flip(1)
+        sv = evals.clamp(min=0).sqrt()
+        r = numerical_rank(sv, *scaled.shape).rank
+        basis = scaled.T @ evecs[:, :r]
+        householder, tau = torch.geqrf(basis)
+        return cls(householder, tau, r)
+
+    def reduce(self, J: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(J Q2, ||J Q1||_F / ||J||_F) for a block of rows J (m, P)."""
+        if self.rank == 0:
+            return J, 0.0
+        rotated = torch.ormqr(self.householder, self.tau, J.T, left=True, transpose=True)
+        leak = float(rotated[: self.rank].norm() / J.norm().clamp(min=torch.finfo(J.dtype).tiny))
+        return rotated[self.rank:].T.contiguous(), leak
