@@ -31,7 +31,7 @@ def main() -> None:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"dimension {r.dimension} [{r.method}, {r.status}, gap {r.gap:.1f} decades, N = {r.n_samples}]")
     print(f"formula {r.formula.name} = {r.formula.value} (hypotheses hold: {r.formula.hypotheses_hold})")
-    print(f"seconds: jacobian {r.seconds['jacobian']:.1f}, rank {r.seconds['rank']:.1f}, total {wall:.1f}")
+    print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in r.seconds.items()) + f" (wall {wall:.1f})")
     print(f"peak resident memory {peak_mb:.0f} MiB")
     if torch.cuda.is_available() and args.device != "cpu":
         print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")

@@ -150,7 +150,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     t_start = time.perf_counter()
     weights = random_weights(arch, seed, device=dev)
     params = flatten(weights)
+    t_sym = time.perf_counter()
     split = _symmetry_split(arch, weights)
+    t_sym = time.perf_counter() - t_sym
+    say(f"{split.rank} independent symmetry tangents split off ({t_sym:.1f} s)")
     upper = arch.n_params - split.rank
     n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rows_per_sample = arch.tokens * arch.widths[-1]
@@ -238,7 +241,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         method="numerical", status=status, formula=expected_dim(arch),
         conjecture=effective_width(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
-        device=str(dev), seconds={"jacobian": t_jac, "rank": t_rank, "total": total},
+        device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
+                                          "total": total},
         rank_history=history, notes=notes)
 
 

@@ -93,9 +93,11 @@ class KernelSplit:
     Symmetry tangents lie in ker J, so rank J = rank(J Q2): the rank is read off a matrix with
     P - r columns instead of P (the dense SVD is the cost, cubic in the columns). `leak` measures
     ||J Q1|| / ||J||, which must be round-off for that to hold.
-    NOTE: [Why r may only be underestimated] r comes from the eigenvalues of T T^T, whose noise
-    sits near sqrt(eps) of the largest: a tiny true tangent singular value can be missed (Q2 then
-    keeps a kernel direction: harmless), but noise is never counted as a tangent.
+    NOTE: [Safety of the split] Q1 comes from a Householder QR of T^T when its diagonal shows no
+    dependence, else from the eigenvalues of T T^T, whose noise sits near sqrt(eps) of the
+    largest: a tiny true tangent direction can be missed (Q2 then keeps a kernel direction:
+    harmless). Dropping a direction outside ker J would lower the rank; the leak
+    ||J Q1|| / ||J||, checked by the caller, exposes exactly that.
     """
 
     householder: torch.Tensor  # geqrf factors of T^T U_r, shape (P, r)
@@ -110,12 +112,16 @@ class KernelSplit:
             return cls(torch.zeros((n_params, 0), dtype=tangents.dtype, device=tangents.device),
                        torch.zeros(0, dtype=tangents.dtype, device=tangents.device), 0)
         scaled = tangents / tangents.norm(dim=1, keepdim=True).clamp(min=torch.finfo(tangents.dtype).tiny)
+        # Usual case, linearly independent tangents: one Householder QR of T^T (level-3 BLAS).
+        householder, tau = torch.geqrf(scaled.T)
+        diag = householder.diagonal().abs()
+        if diag.min() > 1e-8 * diag.max():
+            return cls(householder, tau, scaled.shape[0])
+        # Dependent tangents (e.g. a_i > d_{i-1}): keep the r leading eigen-directions of T T^T.
         evals, evecs = torch.linalg.eigh(scaled @ scaled.T)
         evals, evecs = evals.flip(0), evecs.flip(1)
-        sv = evals.clamp(min=0).sqrt()
-        r = numerical_rank(sv, *scaled.shape).rank
-        basis = scaled.T @ evecs[:, :r]
-        householder, tau = torch.geqrf(basis)
+        r = numerical_rank(evals.clamp(min=0).sqrt(), *scaled.shape).rank
+        householder, tau = torch.geqrf(scaled.T @ evecs[:, :r])
         return cls(householder, tau, r)
 
     def reduce(self, J: torch.Tensor) -> tuple[torch.Tensor, float]:
