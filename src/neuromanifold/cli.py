@@ -284,6 +284,7 @@ def figure1(
     out: Path = typer.Option(Path("figure1"), help="Folder for the PNG and the polynomial."),
     force: bool = typer.Option(False, help="Overwrite existing files in --out."),
     seed: int = typer.Option(0, help="Random seed for the interpolation points and the slice."),
+    grid: int = typer.Option(110, help="Grid size per axis for sampling the sliced surface."),
 ) -> None:
     """The paper's Figure 1: d = 2, d' = 1, a = 2; exact defining polynomial and a 3-D slice."""
     from .figure1 import figure1_data  # noqa: PLC0415
@@ -294,7 +295,9 @@ def figure1(
     png, text = out / "figure1.png", out / "figure1_polynomial.txt"
     check_output_files([png, text], force)
     err.print(f"figure1: seed {seed}")
-    data = figure1_data(seed=seed)
+    if grid < 4:
+        raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
+    data = figure1_data(seed=seed, n_grid=grid)
     out.mkdir(parents=True, exist_ok=True)
     text.write_text(data.report())
     plot_figure1(data, png)

@@ -223,22 +223,34 @@ def _singular_curve(origin: np.ndarray, directions: np.ndarray, n_grid: int) -> 
         return np.array(cols).T
 
     rhs = normal.T @ origin
-    det = np.array([[np.linalg.det(np.column_stack([normal.T @ M(t, u), rhs])) for u in ts] for t in ts])
+    T, Uu = np.meshgrid(ts, ts, indexing="ij")
+
+    def M_batch(t, u):
+        # y(alpha e_b^T, gamma^T) for b = 1, 2 as the two columns, batched over (t, u).
+        a1, a2, g1, g2 = np.cos(t), np.sin(t), np.cos(u), np.sin(u)
+        zero = np.zeros_like(t)
+        col1 = np.stack([g1 * a1, zero, g1 * a2 + g2 * a1, zero, g2 * a2, zero], -1)
+        col2 = np.stack([zero, g1 * a1, zero, g1 * a2 + g2 * a1, zero, g2 * a2], -1)
+        return np.stack([col1, col2], -1)
+
+    Mg = M_batch(T, Uu)
+    reduced = np.einsum("ck,...cb->...kb", normal, Mg)
+    det = np.linalg.det(np.concatenate([reduced, np.broadcast_to(rhs[:, None], reduced.shape[:-1] + (1,))],
+                                       axis=-1))
     found = []
-    for i in range(n_grid):
-        for j in range(n_grid):
-            for di, dj in ((1, 0), (0, 1)):
-                i2, j2 = (i + di) % n_grid, (j + dj) % n_grid
-                if det[i, j] == 0 or det[i, j] * det[i2, j2] < 0:
-                    w = det[i, j] / (det[i, j] - det[i2, j2]) if det[i, j] != det[i2, j2] else 0.0
-                    t = ts[i] + w * (np.pi / n_grid) * di
-                    u = ts[j] + w * (np.pi / n_grid) * dj
-                    Mt = M(t, u)
-                    beta, *_ = np.linalg.lstsq(normal.T @ Mt, rhs, rcond=None)
-                    y = Mt @ beta
-                    s, *_ = np.linalg.lstsq(directions, y - origin, rcond=None)
-                    if np.linalg.norm(origin + directions @ s - y) < 1e-6 * max(1.0, np.linalg.norm(y)):
-                        found.append(s)
+    step = np.pi / n_grid
+    for di, dj in ((1, 0), (0, 1)):
+        other = np.roll(det, (-di, -dj), axis=(0, 1))
+        hits = np.argwhere(det * other < 0)
+        for i, j in hits:
+            w = det[i, j] / (det[i, j] - other[i, j])
+            t, u = ts[i] + w * step * di, ts[j] + w * step * dj
+            Mt = M(t, u)
+            beta, *_ = np.linalg.lstsq(normal.T @ Mt, rhs, rcond=None)
+            y = Mt @ beta
+            s, *_ = np.linalg.lstsq(directions, y - origin, rcond=None)
+            if np.linalg.norm(origin + directions @ s - y) < 1e-6 * max(1.0, np.linalg.norm(y)):
+                found.append(s)
     return np.array(found)
 
 
@@ -261,7 +273,7 @@ def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0) -> Figur
               for row in np.column_stack([origin, directions])]
     sliced = sympy.expand(F.subs(dict(zip(SYMBOLS, y_of_s))))
     surface = _surface_samples(sliced, s, extent, n_grid)
-    curve = _singular_curve(origin, directions, 360)
+    curve = _singular_curve(origin, directions, max(200, 18 * n_grid))
     if len(curve):
         curve = curve[np.all(np.abs(curve) <= extent, axis=1)]
     notes = ["the surface is the real zero set of F in the slice (the Zariski closure of M's slice); "

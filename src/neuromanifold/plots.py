@@ -47,10 +47,10 @@ def plot_figure1(data, path: Path) -> Path:
     fig = plt.figure(figsize=(7, 6.5), dpi=140)
     ax = fig.add_subplot(projection="3d")
     if len(pts):
-        ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], c=pts[:, 2], cmap="viridis", s=0.6, alpha=0.35,
+        ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], c=pts[:, 2], cmap="viridis", s=1.2, alpha=0.55,
                    linewidths=0, depthshade=True)
     if len(curve):
-        ax.scatter(curve[:, 0], curve[:, 1], curve[:, 2], color="red", s=5, alpha=1.0,
+        ax.scatter(curve[:, 0], curve[:, 1], curve[:, 2], color="red", s=3, alpha=1.0,
                    label="singular locus (rank A <= 1)", depthshade=False)
         ax.legend(loc="upper left")
     lim = data.extent
