@@ -168,3 +168,15 @@ def test_cli_fiber_bad_files(tmp_path, capsys):
     assert main(["fiber", "--weights", a, "--other", small]) == 2
     err = capsys.readouterr().err
     assert "`other` must be weights of the same architecture" in err and len(err.strip().splitlines()) == 1
+
+
+def test_weight_file_round_trip(tmp_path):
+    """write_weights then read_weights returns the same blocks and architecture; no overwrite."""
+    from neuromanifold import read_weights, write_weights
+
+    W = random_weights(DEEP, seed=18)
+    path = write_weights(tmp_path / "w.npz", W)
+    data = read_weights(path, tokens=3)
+    assert data.arch == DEEP and canonical_distance(data.layer_weights, W) == 0.0
+    with pytest.raises(ValueError, match="`path` must be a new file"):
+        write_weights(path, W)

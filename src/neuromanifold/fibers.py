@@ -33,7 +33,7 @@ import torch
 from .architecture import Architecture
 from .checks import bad_value, check_choice, check_int
 from .maps import forward
-from .parameters import LayerWeights
+from .parameters import AttentionWeights, LayerWeights
 from .symmetries import act_between_layers, act_keys, act_rescale
 
 DEFAULT_TOLERANCE = 1e-8
@@ -420,20 +420,13 @@ def canonical_form(arch: Architecture, weights: LayerWeights) -> LayerWeights:
         As.append(A_virtual[i - 1][:d_in, :d_in])
         nxt = canon_P[i] if i < l else V_virtual
         Vs.append(nxt[:, :d_in])
+    balanced = AttentionWeights(tuple(As), tuple(Vs)).to_layer_weights(arch)
     Qs, Ks = [], []
-    for A, a in zip(As, arch.keys):
-        U, s, Vh = torch.linalg.svd(A)
-        k = min(a, s.shape[0])
-        root = s[:k].sqrt()
-        Q = torch.zeros((a, A.shape[0]), dtype=torch.float64)
-        K = torch.zeros_like(Q)
-        Q[:k] = (U[:, :k] * root).T
-        K[:k] = root[:, None] * Vh[:k]
-        for r in range(k):
-            sign = _sign_fix(Q[r])
-            Q[r], K[r] = Q[r] * sign, K[r] * sign
-        Qs.append(Q)
-        Ks.append(K)
+    for Q, K in zip(balanced.Q, balanced.K):
+        signs = torch.tensor([_sign_fix(row) if float(row.abs().max()) > 0 else 1.0 for row in Q],
+                             dtype=torch.float64)[:, None]
+        Qs.append(Q * signs)
+        Ks.append(K * signs)
     return LayerWeights(tuple(Qs), tuple(Ks), tuple(Vs))
 
 

@@ -78,16 +78,13 @@ class LayerClassification:
 
 def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(A, V, a) from single-layer LayerWeights or AttentionWeights."""
+    if isinstance(weights, (LayerWeights, AttentionWeights)) and weights.n_layers != 1:
+        raise bad_value("weights", "single-layer weights for classify", f"{weights.n_layers} layers",
+                        "Theorem 3.4 describes one layer; pass Q_1, K_1, V_1 (or A_1, V_1) only.")
     if isinstance(weights, LayerWeights):
-        if weights.n_layers != 1:
-            raise bad_value("weights", "single-layer weights for classify", f"{weights.n_layers} layers",
-                            "Theorem 3.4 describes one layer; pass Q_1, K_1, V_1 (or A_1, V_1) only.")
         Q, K = weights.Q[0].to(torch.float64), weights.K[0].to(torch.float64)
         return Q.T @ K, weights.V[0].to(torch.float64), Q.shape[0]
     if isinstance(weights, AttentionWeights):
-        if weights.n_layers != 1:
-            raise bad_value("weights", "single-layer weights for classify", f"{weights.n_layers} layers",
-                            "Theorem 3.4 describes one layer; pass Q_1, K_1, V_1 (or A_1, V_1) only.")
         A = weights.A[0].to(torch.float64)
         return A, weights.V[0].to(torch.float64), A.shape[0]
     raise TypeError(f"`weights` must be LayerWeights or AttentionWeights; got {type(weights).__name__}. "
