@@ -180,3 +180,22 @@ def test_weight_file_round_trip(tmp_path):
     assert data.arch == DEEP and canonical_distance(data.layer_weights, W) == 0.0
     with pytest.raises(ValueError, match="`path` must be a new file"):
         write_weights(path, W)
+
+
+def test_exact_method_reads_floats_exactly():
+    """method='exact' compares the stored dyadic rationals: equal weights agree, a float64 fiber point
+    generally does not (its round-off changes the function), which the numerical method tolerates."""
+    arch = Architecture((5, 3), (2,), 3)
+    W = random_weights(arch, seed=19)
+    assert same_function(arch, W, W.map(torch.clone), method="exact").same_function
+    W2 = random_fiber_point(arch, W, seed=20)
+    assert same_function(arch, W, W2, method="exact").same_function is False
+    assert same_function(arch, W, W2, method="numerical").same_function
+
+
+def test_expanding_widths_same_function_without_witness():
+    """Outside Theorem 3.7's hypotheses (d_1 > d_0) the function test still works; the witness may not."""
+    arch = Architecture((3, 5, 3), (2, 2), 3)
+    W = random_weights(arch, seed=21)
+    result = same_function(arch, W, random_fiber_point(arch, W, seed=22))
+    assert result.same_function and result.kind in ("generic", "unexplained")

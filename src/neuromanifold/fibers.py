@@ -216,8 +216,10 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
             kind, witness, residual = find_witness(arch, W1, W2, tolerance=max(tolerance, 1e-7))
             result.kind, result.witness, result.witness_residual = kind, witness, residual
             if witness is None:
-                notes.append("same function but no element of the known group maps W1 to W2: "
-                             "non-generic weights (outside Theorem 3.7's hypotheses)")
+                notes.append("same function but no element of the known group was found mapping W1 "
+                             "to W2: non-generic weights or outside Theorem 3.7's hypotheses (e.g. "
+                             "d_i > d_{i-1}: layer i's outputs span only col(V_i), so the next "
+                             "layer's weights on its complement are free, a symmetry beyond the group)")
     result.notes = notes
     return result
 
