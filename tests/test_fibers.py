@@ -199,3 +199,14 @@ def test_expanding_widths_same_function_without_witness():
     W = random_weights(arch, seed=21)
     result = same_function(arch, W, random_fiber_point(arch, W, seed=22))
     assert result.same_function and result.kind in ("generic", "unexplained")
+
+
+def test_cli_fiber_swap_from_attention_files(tmp_path, capsys):
+    """(A, V) files of the Theorem 3.2 swap: exact, kind 'swap', witness reproduces W2's blocks."""
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    np.savez(a, A_1=np.outer([1, 2, 3], [0, 1, -1]), V_1=np.outer([1, 4], [2, -1, 1]))
+    np.savez(b, A_1=np.outer([2, -1, 1], [0, 1, -1]), V_1=np.outer([1, 4], [1, 2, 3]))
+    assert main(["fiber", "--weights", str(a), "--other", str(b), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["same_function"] and out["method"] == "exact" and out["kind"] == "swap"
+    assert [m["move"] for m in out["witness"]][0] == "swap" and out["witness_residual"] < 1e-12

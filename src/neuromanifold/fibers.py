@@ -131,7 +131,10 @@ class FiberResult:
     `numerical` (float64, relative `tolerance`). `kind` names the fiber: `generic` (known group
     orbit, Theorem 3.7 / Lemma 3.1 / Eq. 9), `swap` (Theorem 3.2 case 1), `zero` (phi = 0,
     Theorem 3.2 case 2), or `unexplained` (same function, no witness found: non-generic weights).
-    `witness` is a JSON-serialisable list of moves, applied to W1 in order by `apply_witness`.
+    `witness` is a JSON-serialisable list of moves, applied to W1 in order by `apply_witness`:
+    rescale (layer, scale), GL(a_i) (layer, matrix), GL(d_i) (layer, matrix), swap (alpha, beta,
+    nu, gamma), and `refactor keys` (layer, Q, K): another factorisation of the same A_i, needed
+    when rank A_i < a_i (then Lemma 3.1 fails and factorisations are not one GL(a_i) orbit).
     """
 
     same_function: bool
@@ -272,15 +275,29 @@ def apply_witness(arch: Architecture, weights: LayerWeights, witness: list) -> L
             out = act_keys(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
         elif kind == "GL(d_i)":
             out = act_between_layers(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
+        elif kind == "refactor keys":
+            out = _refactor(out, layer, torch.tensor(move["Q"], dtype=torch.float64),
+                            torch.tensor(move["K"], dtype=torch.float64))
         elif kind == "swap":
             out = _swap(out, move)
         elif kind == "zero fiber":
             raise bad_value("witness", "a list of group moves", kind,
                             "A zero fiber has no group element; any A = 0 or V = 0 is in it.")
         else:
-            raise bad_value("witness", "moves named rescale, GL(a_i), GL(d_i) or swap", kind,
+            raise bad_value("witness", "moves named rescale, GL(a_i), GL(d_i), refactor keys or swap", kind,
                             "Pass the witness returned by same_function.")
     return out
+
+
+def _refactor(weights: LayerWeights, layer: int, Q: torch.Tensor, K: torch.Tensor) -> LayerWeights:
+    """Replace (Q_i, K_i) by another factorisation of the same A_i = Q_i^T K_i (phi unchanged)."""
+    A = weights.Q[layer - 1].T @ weights.K[layer - 1]
+    if float((Q.T @ K - A).abs().max()) > 1e-9 * max(float(A.abs().max()), 1e-300):
+        raise bad_value("witness", f"a refactor move with Q^T K = A_{layer}", "a different product",
+                        "Pass the witness returned by same_function for these weights.")
+    Qs, Ks = list(weights.Q), list(weights.K)
+    Qs[layer - 1], Ks[layer - 1] = Q, K
+    return LayerWeights(tuple(Qs), tuple(Ks), weights.V)
 
 
 def _swap(weights: LayerWeights, move: dict) -> LayerWeights:
@@ -318,10 +335,18 @@ def _align(arch: Architecture, W1: LayerWeights, W2: LayerWeights, rng) -> tuple
                     moves.append({"move": "rescale", "layer": i, "scale": s})
         G = _key_matrix(cur.Q[i - 1].numpy(), cur.K[i - 1].numpy(),
                         W2.Q[i - 1].numpy(), W2.K[i - 1].numpy(), rng)
-        if G is None:
-            return moves, cur
-        cur = act_keys(cur, i, torch.from_numpy(G))
-        moves.append({"move": "GL(a_i)", "layer": i, "matrix": _matrix_list(G)})
+        if G is not None:
+            cur = act_keys(cur, i, torch.from_numpy(G))
+            moves.append({"move": "GL(a_i)", "layer": i, "matrix": _matrix_list(G)})
+        else:
+            A_cur = (cur.Q[i - 1].T @ cur.K[i - 1]).numpy()
+            if np.abs(A_cur - A2).max() > 1e-9 * max(np.abs(A2).max(), 1e-300):
+                return moves, cur
+            # rank A_i < a_i: factorisations of A_i are not one GL(a_i) orbit (Lemma 3.1 needs
+            # rank a_i), so the witness switches to W2's factorisation of the same A_i.
+            cur = _refactor(cur, i, W2.Q[i - 1], W2.K[i - 1])
+            moves.append({"move": "refactor keys", "layer": i, "Q": _matrix_list(W2.Q[i - 1].numpy()),
+                          "K": _matrix_list(W2.K[i - 1].numpy())})
         if i < arch.n_layers:
             V1, V2 = cur.V[i - 1].numpy(), W2.V[i - 1].numpy()
             d = V1.shape[0]
