@@ -129,12 +129,15 @@ class FiberResult:
 
     `method` is `exact` (rational identity test, `failure_probability` bounds a wrong `True`) or
     `numerical` (float64, relative `tolerance`). `kind` names the fiber: `generic` (known group
-    orbit, Theorem 3.7 / Lemma 3.1 / Eq. 9), `swap` (Theorem 3.2 case 1), `zero` (phi = 0,
+    orbit, Theorem 3.7 / Lemma 3.1 / Eq. 9), `unseen` (that group plus changes of weights where a
+    layer never looks, see below), `swap` (Theorem 3.2 case 1), `zero` (phi = 0,
     Theorem 3.2 case 2), or `unexplained` (same function, no witness found: non-generic weights).
     `witness` is a JSON-serialisable list of moves, applied to W1 in order by `apply_witness`:
     rescale (layer, scale), GL(a_i) (layer, matrix), GL(d_i) (layer, matrix), swap (alpha, beta,
     nu, gamma), and `refactor keys` (layer, Q, K): another factorisation of the same A_i, needed
-    when rank A_i < a_i (then Lemma 3.1 fails and factorisations are not one GL(a_i) orbit).
+    when rank A_i < a_i (then Lemma 3.1 fails and factorisations are not one GL(a_i) orbit), and
+    `unseen directions` (layer, Q, K, V): blocks changed only outside col(P_{i-1}), where layer i
+    never looks (possible when some d_i > d_{i-1}; a symmetry beyond the paper's group).
     """
 
     same_function: bool
@@ -275,29 +278,66 @@ def apply_witness(arch: Architecture, weights: LayerWeights, witness: list) -> L
             out = act_keys(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
         elif kind == "GL(d_i)":
             out = act_between_layers(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
-        elif kind == "refactor keys":
-            out = _refactor(out, layer, torch.tensor(move["Q"], dtype=torch.float64),
-                            torch.tensor(move["K"], dtype=torch.float64))
+        elif kind in ("refactor keys", "unseen directions"):
+            out = _replace_blocks(out, layer, {k: torch.tensor(move[k], dtype=torch.float64)
+                                               for k in ("Q", "K", "V") if k in move})
         elif kind == "swap":
             out = _swap(out, move)
         elif kind == "zero fiber":
             raise bad_value("witness", "a list of group moves", kind,
                             "A zero fiber has no group element; any A = 0 or V = 0 is in it.")
         else:
-            raise bad_value("witness", "moves named rescale, GL(a_i), GL(d_i), refactor keys or swap", kind,
+            raise bad_value("witness", "moves named rescale, GL(a_i), GL(d_i), refactor keys, unseen "
+                            "directions or swap", kind,
                             "Pass the witness returned by same_function.")
     return out
 
 
-def _refactor(weights: LayerWeights, layer: int, Q: torch.Tensor, K: torch.Tensor) -> LayerWeights:
-    """Replace (Q_i, K_i) by another factorisation of the same A_i = Q_i^T K_i (phi unchanged)."""
-    A = weights.Q[layer - 1].T @ weights.K[layer - 1]
-    if float((Q.T @ K - A).abs().max()) > 1e-9 * max(float(A.abs().max()), 1e-300):
-        raise bad_value("witness", f"a refactor move with Q^T K = A_{layer}", "a different product",
+def _seen_projector(weights: LayerWeights, layer: int) -> torch.Tensor:
+    """Orthogonal projector onto col(P_{i-1}), P_{i-1} = V_{i-1} ... V_1: where layer i's inputs lie.
+
+    Math: by Lemma 3.6 the input of layer i is P_{i-1} Z for some Z, so layer i only sees its
+    weights restricted to col(P_{i-1}) (all of R^{d_{i-1}} when d_0 >= ... >= d_{i-1}, generically).
+    """
+    d = weights.V[layer - 1].shape[1]
+    P = torch.eye(d, dtype=torch.float64)
+    if layer > 1:
+        P = weights.V[0]
+        for V in weights.V[1: layer - 1]:
+            P = V @ P
+    U, sv, _ = torch.linalg.svd(P, full_matrices=False)
+    rank = int((sv > sv.max() * 1e-10).sum()) if float(sv.max()) > 0 else 0
+    return U[:, :rank] @ U[:, :rank].T
+
+
+def _agree_on(a: torch.Tensor, b: torch.Tensor, proj: torch.Tensor) -> bool:
+    scale = max(float(a.abs().max()), float(b.abs().max()), 1e-300)
+    return float(((a - b) @ proj).abs().max()) <= 1e-9 * scale
+
+
+def _replace_blocks(weights: LayerWeights, layer: int, new: dict[str, torch.Tensor]) -> LayerWeights:
+    """Replace blocks of layer i by ones equal on what the layer sees (phi unchanged).
+
+    Math: keys `Q`, `K` need (Q^T K) restricted to col(P_{i-1}) unchanged (another factorisation of
+    A_i, beyond GL(a_i) when rank A_i < a_i, Lemma 3.1); `V` and the pair (`Q`, `K`) with
+    `unseen` need M P = M' P for the projector P onto col(P_{i-1}).
+    """
+    proj = _seen_projector(weights, layer)
+    Q, K, V = weights.Q[layer - 1], weights.K[layer - 1], weights.V[layer - 1]
+    ok = True
+    if "Q" in new:
+        ok &= _agree_on(proj @ Q.T @ K, proj @ new["Q"].T @ new["K"], proj)
+    if "V" in new:
+        ok &= _agree_on(V, new["V"], proj)
+    if not ok:
+        raise bad_value("witness", f"moves that keep what layer {layer} sees", "a move changing it",
                         "Pass the witness returned by same_function for these weights.")
-    Qs, Ks = list(weights.Q), list(weights.K)
-    Qs[layer - 1], Ks[layer - 1] = Q, K
-    return LayerWeights(tuple(Qs), tuple(Ks), weights.V)
+    Qs, Ks, Vs = list(weights.Q), list(weights.K), list(weights.V)
+    if "Q" in new:
+        Qs[layer - 1], Ks[layer - 1] = new["Q"], new["K"]
+    if "V" in new:
+        Vs[layer - 1] = new["V"]
+    return LayerWeights(tuple(Qs), tuple(Ks), tuple(Vs))
 
 
 def _swap(weights: LayerWeights, move: dict) -> LayerWeights:
@@ -320,12 +360,18 @@ def _blocks_residual(W: LayerWeights, target: LayerWeights) -> float:
 
 
 def _align(arch: Architecture, W1: LayerWeights, W2: LayerWeights, rng) -> tuple[list, LayerWeights]:
-    """Layer by layer: rescale A_i onto A_i(W2), GL(a_i) onto (Q_i, K_i), GL(d_i) onto V_i."""
+    """Layer by layer: rescale A_i onto A_i(W2), GL(a_i) onto (Q_i, K_i), GL(d_i) onto V_i.
+
+    Every comparison is restricted to col(P_{i-1}), what layer i sees (`_seen_projector`); blocks
+    that still differ only where the layer is blind, or factorisations of A_i not related by
+    GL(a_i), are then replaced by W2's (moves `refactor keys` and `unseen directions`).
+    """
     moves: list[dict] = []
     cur = W1
     for i in range(1, arch.n_layers + 1):
-        A1 = (cur.Q[i - 1].T @ cur.K[i - 1]).numpy()
-        A2 = (W2.Q[i - 1].T @ W2.K[i - 1]).numpy()
+        proj = _seen_projector(cur, i).numpy()
+        A1 = proj @ (cur.Q[i - 1].T @ cur.K[i - 1]).numpy() @ proj
+        A2 = proj @ (W2.Q[i - 1].T @ W2.K[i - 1]).numpy() @ proj
         if arch.attention == "lightning":
             denom = float((A1 * A1).sum())
             if denom > 0:
@@ -333,28 +379,33 @@ def _align(arch: Architecture, W1: LayerWeights, W2: LayerWeights, rng) -> tuple
                 if s != 0.0 and abs(s - 1.0) > 1e-15:
                     cur = act_rescale(cur, i, s)
                     moves.append({"move": "rescale", "layer": i, "scale": s})
-        G = _key_matrix(cur.Q[i - 1].numpy(), cur.K[i - 1].numpy(),
-                        W2.Q[i - 1].numpy(), W2.K[i - 1].numpy(), rng)
+        Q1, K1 = cur.Q[i - 1].numpy(), cur.K[i - 1].numpy()
+        Q2, K2 = W2.Q[i - 1].numpy(), W2.K[i - 1].numpy()
+        G = _key_matrix(Q1 @ proj, K1 @ proj, Q2 @ proj, K2 @ proj, rng)
         if G is not None:
             cur = act_keys(cur, i, torch.from_numpy(G))
             moves.append({"move": "GL(a_i)", "layer": i, "matrix": _matrix_list(G)})
-        else:
-            A_cur = (cur.Q[i - 1].T @ cur.K[i - 1]).numpy()
-            if np.abs(A_cur - A2).max() > 1e-9 * max(np.abs(A2).max(), 1e-300):
-                return moves, cur
-            # rank A_i < a_i: factorisations of A_i are not one GL(a_i) orbit (Lemma 3.1 needs
-            # rank a_i), so the witness switches to W2's factorisation of the same A_i.
-            cur = _refactor(cur, i, W2.Q[i - 1], W2.K[i - 1])
-            moves.append({"move": "refactor keys", "layer": i, "Q": _matrix_list(W2.Q[i - 1].numpy()),
-                          "K": _matrix_list(W2.K[i - 1].numpy())})
+        d = cur.V[i - 1].shape[0]
+        V1, V2 = cur.V[i - 1].numpy(), W2.V[i - 1].numpy()
         if i < arch.n_layers:
-            V1, V2 = cur.V[i - 1].numpy(), W2.V[i - 1].numpy()
-            d = V1.shape[0]
-            C = _solve_invertible([(np.kron(np.eye(d), V1.T), V2.reshape(-1))], d, rng)
+            C = _solve_invertible([(np.kron(np.eye(d), (V1 @ proj).T), (V2 @ proj).reshape(-1))], d, rng)
             if C is None:
                 return moves, cur
             cur = act_between_layers(cur, i, torch.from_numpy(C))
             moves.append({"move": "GL(d_i)", "layer": i, "matrix": _matrix_list(C)})
+        new = {}
+        if _blocks_residual(LayerWeights((cur.Q[i - 1],), (cur.K[i - 1],), ()),
+                            LayerWeights((W2.Q[i - 1],), (W2.K[i - 1],), ())) > 1e-9:
+            new.update(Q=W2.Q[i - 1], K=W2.K[i - 1])
+        if _blocks_residual(LayerWeights((), (), (cur.V[i - 1],)), LayerWeights((), (), (W2.V[i - 1],))) > 1e-9:
+            new["V"] = W2.V[i - 1]
+        if new:
+            try:
+                cur = _replace_blocks(cur, i, new)
+            except ValueError:
+                return moves, cur
+            moves.append({"move": "refactor keys" if "V" not in new else "unseen directions", "layer": i,
+                          **{k: _matrix_list(v.numpy()) for k, v in new.items()}})
     return moves, cur
 
 
@@ -377,7 +428,8 @@ def find_witness(arch: Architecture, W1: LayerWeights, W2: LayerWeights, *,
     moves, cur = _align(arch, W1, W2, rng)
     residual = _blocks_residual(cur, W2)
     if residual <= tolerance:
-        return "generic", moves, residual
+        unseen = any(m["move"] == "unseen directions" for m in moves)
+        return ("unseen" if unseen else "generic"), moves, residual
     if arch.n_layers == 1 and arch.attention == "lightning":
         A = W1.Q[0].T @ W1.K[0]
         left, right = _rank_one(A, tolerance), _rank_one(W1.V[0], tolerance)
