@@ -208,3 +208,14 @@ def test_expanding_widths_unseen_directions():
     result = same_function(arch, W, W2)
     assert result.same_function and result.kind == "unseen"
     assert canonical_distance(apply_witness(arch, W, result.witness), W2) < 1e-8
+
+
+def test_cli_fiber_swap_from_attention_files(tmp_path, capsys):
+    """(A, V) files of the Theorem 3.2 swap: exact, kind 'swap', witness reproduces W2's blocks."""
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    np.savez(a, A_1=np.outer([1, 2, 3], [0, 1, -1]), V_1=np.outer([1, 4], [2, -1, 1]))
+    np.savez(b, A_1=np.outer([2, -1, 1], [0, 1, -1]), V_1=np.outer([1, 4], [1, 2, 3]))
+    assert main(["fiber", "--weights", str(a), "--other", str(b), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["same_function"] and out["method"] == "exact" and out["kind"] == "swap"
+    assert [m["move"] for m in out["witness"]][0] == "swap" and out["witness_residual"] < 1e-12
