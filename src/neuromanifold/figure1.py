@@ -276,8 +276,10 @@ def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0) -> Figur
     curve = _singular_curve(origin, directions, max(200, 18 * n_grid))
     if len(curve):
         curve = curve[np.all(np.abs(curve) <= extent, axis=1)]
-    notes = ["the surface is the real zero set of F in the slice (the Zariski closure of M's slice); "
-             "by Theorem 3.4, M is Euclidean closed and its part of the zero set is bounded by the "
-             "critical values (alpha beta^T, nu alpha^T)"]
+    notes = ["surface: the real zero set of F in the slice, i.e. the slice of M's Zariski closure; by "
+             "the proof of Corollary A.6 the closure adds to M only points y(alpha beta^T, nu gamma^T) "
+             "with alpha, gamma complex conjugate (on the singular curve; the paper draws them dotted)",
+             "red: y(alpha beta^T, gamma^T) with real alpha, beta, gamma, i.e. the singular locus rank A "
+             "<= 1 inside M (Theorem 3.4); the closure-only part of the curve is not drawn"]
     return Figure1Data(F, degree, span_dim, span_ok, len(on_manifold), vanishes, len(on_span), nonzero,
                        origin, directions, sliced, surface, curve, extent, seed, notes)
