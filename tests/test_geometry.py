@@ -124,3 +124,10 @@ def test_cli_classify_bad_input(tmp_path, capsys):
     np.savez(pickled, A_1=np.array([{"a": 1}, None], dtype=object), V_1=np.eye(2))
     assert main(["classify", "--weights", str(pickled)]) == 2
     assert "no pickled objects" in capsys.readouterr().err
+
+
+def test_one_token_sees_only_symmetric_part():
+    """t = 1 is outside Theorem 3.4: the rank drops to d(d+1)/2 + d d' - 1 and `agrees` is False."""
+    c = classify_layer(_aw([[1, 2, 0], [0, 1, 1], [3, 0, -1]], [[1, 0, 2], [0, 3, 1]]), tokens=1)
+    assert c.jacobian_rank == 6 + 6 - 1 and not c.agrees
+    assert any("t = 1" in n for n in c.notes)
