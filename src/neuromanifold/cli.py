@@ -197,6 +197,114 @@ def figure3(
         raise typer.Exit(EXIT_AMBIGUOUS)
 
 
+@app.command()
+def classify(
+    weights: Path = typer.Option(..., help="Single-layer .npz with Q_1, K_1, V_1 (or A_1, V_1)."),
+    tokens: int = typer.Option(3, help="Number of tokens t (Theorem 3.4 needs t >= 2)."),
+    seed: int = typer.Option(0, help="Random seed for the Jacobian's inputs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Smooth, singular, boundary or critical point of one lightning layer (Thm 3.4), with Jacobian rank."""
+    from .geometry import classify_layer  # noqa: PLC0415
+    from .weightfiles import read_weights  # noqa: PLC0415
+
+    data = read_weights(weights, tokens=tokens, name="weights")
+    if data.arch.n_layers != 1:
+        raise bad_value("weights", "a single-layer file for classify (Theorem 3.4 is about one layer)",
+                        f"{data.arch.n_layers} layers in {weights}", "Pass a file with Q_1, K_1, V_1 only.")
+    result = classify_layer(data.attention_weights, tokens=tokens, seed=seed)
+    if as_json:
+        print_json({"seed": seed, **result.to_dict()})
+    else:
+        rank_how = (f"exact over F_p, p = {result.prime}" if result.rank_method == "exact" else
+                    f"numerical, gap {result.rank_gap:.1f} decades")
+        lines = [("weights", f"{weights} (d = {result.widths[0]}, d' = {result.widths[1]}, a = {result.keys}, "
+                  f"t = {tokens})"), ("seed", str(seed)),
+                 ("smooth", str(result.smooth)), ("singular", str(result.singular)),
+                 ("boundary", str(result.boundary)), ("critical", str(result.critical)),
+                 ("jacobian rank", f"{result.jacobian_rank} [{rank_how}; {result.jacobian_parametrisation}, "
+                  f"N = {result.n_samples}]"),
+                 ("theorem says", f"{result.expected_jacobian_rank} (generic {result.generic_jacobian_rank}); "
+                  + ("agrees" if result.agrees else "DISAGREES"))]
+        lines += [("notes", n) for n in result.notes]
+        width = max(len(k) for k, _ in lines)
+        for key, value in lines:
+            print(f"{key:<{width}}  {value}")
+    if not result.agrees:
+        raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+@app.command()
+def fiber(
+    weights: Path = typer.Option(..., help="First .npz (Q_i, K_i, V_i or A_i, V_i)."),
+    other: Path = typer.Option(..., help="Second .npz of the same architecture."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning or softmax."),
+    method: str = typer.Option("auto", help="auto (exact for integer lightning weights), exact or numerical."),
+    tolerance: float = typer.Option(1e-8, help="Relative tolerance of the numerical test."),
+    seed: int = typer.Option(0, help="Random seed for the test inputs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Do two weight files define the same function? If so, print the group element relating them."""
+    from .fibers import same_function  # noqa: PLC0415
+    from .weightfiles import read_weights  # noqa: PLC0415
+
+    first = read_weights(weights, tokens=tokens, attention=attention.lower(), name="weights")
+    second = read_weights(other, tokens=tokens, attention=attention.lower(), name="other")
+    if first.arch != second.arch:
+        raise bad_value("other", f"weights of the same architecture as --weights ({first.arch})",
+                        str(second.arch), "Pass two files with the same shapes.")
+    result = same_function(first.arch, first.layer_weights, second.layer_weights, method=method.lower(),
+                           tolerance=tolerance, seed=seed)
+    if as_json:
+        print_json({"seed": seed, "architecture": first.arch.to_dict(), **result.to_dict()})
+        return
+    if result.method == "exact":
+        how = (f"exact (rational identity test, P(wrong) <= {result.failure_probability:.1e})"
+               if result.same_function else "exact (outputs differ at an input: certain)")
+    else:
+        how = (
+               f"numerical (float64, relative tolerance {result.tolerance:g}, max difference "
+               f"{result.max_difference:.2e})")
+    print(f"architecture    {first.arch}")
+    print(f"seed            {seed}")
+    print(f"same function   {result.same_function}  [{how}, {result.n_points} inputs]")
+    if result.same_function:
+        print(f"fiber           {result.kind}")
+        for move in result.witness or []:
+            print(f"  witness move  {json.dumps(move)}")
+        if result.witness_residual is not None:
+            print(f"witness residual {result.witness_residual:.1e} (float64, relative, blockwise)")
+    for note in result.notes:
+        print(f"note            {note}")
+
+
+@app.command()
+def figure1(
+    out: Path = typer.Option(Path("figure1"), help="Folder for the PNG and the polynomial."),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
+    seed: int = typer.Option(0, help="Random seed for the interpolation points and the slice."),
+    grid: int = typer.Option(110, help="Grid size per axis for sampling the sliced surface."),
+) -> None:
+    """The paper's Figure 1: d = 2, d' = 1, a = 2; exact defining polynomial and a 3-D slice."""
+    from .figure1 import figure1_data  # noqa: PLC0415
+    from .plots import plot_figure1  # noqa: PLC0415
+
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
+    png, text = out / "figure1.png", out / "figure1_polynomial.txt"
+    check_output_files([png, text], force)
+    err.print(f"figure1: seed {seed}")
+    if grid < 4:
+        raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
+    data = figure1_data(seed=seed, n_grid=grid)
+    out.mkdir(parents=True, exist_ok=True)
+    text.write_text(data.report())
+    plot_figure1(data, png)
+    print(data.report(), end="")
+    print(f"wrote {png} and {text}")
+
+
 # ---------------------------------------------------------------- entry point
 
 def main(argv: list[str] | None = None) -> int:

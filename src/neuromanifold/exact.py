@@ -75,3 +75,13 @@ def nullspace_rational(rows: list[list[int | Fraction]]) -> list[list[Fraction]]
             vec[c] = -Fraction(int(q.p), int(q.q))
         basis.append(vec)
     return basis
+
+
+def rank_rational(rows: list[list[int | Fraction]]) -> int:
+    """Exact rank over Q of a matrix with rational entries (0 for an empty matrix)."""
+    if not rows or not rows[0]:
+        return 0
+    M = flint.fmpq_mat(len(rows), len(rows[0]),
+                       [flint.fmpq(Fraction(x).numerator, Fraction(x).denominator)
+                        for row in rows for x in row])
+    return int(M.rank())

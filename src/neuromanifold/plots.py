@@ -33,3 +33,37 @@ def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_figure1(data, path: Path) -> Path:
+    """The paper's Figure 1: a 3-D affine slice of M (d = 2, d' = 1, a = 2), singular curve highlighted.
+
+    The surface is drawn as a dense cloud of points of the real zero set of the sliced defining
+    polynomial, shaded by height; the singular curve (rank A <= 1, Theorem 3.4) in red.
+    """
+    from mpl_toolkits.mplot3d import Axes3D  # noqa: F401, PLC0415  (registers the 3d projection)
+
+    pts, curve = data.surface_points, data.singular_points
+    fig = plt.figure(figsize=(7, 6.5), dpi=140)
+    ax = fig.add_subplot(projection="3d")
+    if len(pts):
+        ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], c=pts[:, 2], cmap="viridis", s=1.2, alpha=0.55,
+                   linewidths=0, depthshade=True)
+    if len(curve):
+        ax.scatter(curve[:, 0], curve[:, 1], curve[:, 2], color="red", s=3, alpha=1.0,
+                   label="singular locus (rank A <= 1)", depthshade=False)
+        ax.legend(loc="upper left")
+    lim = data.extent
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_zlim(-lim, lim)
+    ax.set_xlabel("$s_1$")
+    ax.set_ylabel("$s_2$")
+    ax.set_zlabel("$s_3$")
+    ax.set_title("Figure 1: slice of the neuromanifold, d = 2, d' = 1, a = 2\n"
+                 f"(degree-{data.degree} hypersurface of its 6-dim span; seed {data.seed})", fontsize=10)
+    ax.view_init(elev=22, azim=-60)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

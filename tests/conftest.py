@@ -1,0 +1,1 @@
+"""Shared helpers for the tests (no fixtures with hidden state)."""
