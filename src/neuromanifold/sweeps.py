@@ -429,12 +429,18 @@ def read_results(path: str | os.PathLike) -> list[dict]:
 # ---------------------------------------------------------------- the local worker pool
 
 def _worker_main(conn, threads: int | None) -> None:
-    """Worker process: receive items, send rows, until told to stop or the parent goes away."""
+    """Worker process: import, say ready, then receive items and send rows until told to stop."""
     if threads:
         import torch  # noqa: PLC0415
 
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(threads)
+    from . import dimension  # noqa: F401, PLC0415  (import before the first deadline starts)
+
+    try:
+        conn.send("ready")
+    except (BrokenPipeError, OSError):
+        return
     while True:
         try:
             item = conn.recv()
@@ -455,6 +461,7 @@ class _Worker:
     conn: multiprocessing.connection.Connection
     item: dict | None = None
     started: float = 0.0
+    ready: bool = False
 
 
 @dataclass
@@ -484,12 +491,16 @@ class _LocalPool:
         self.workers[self.workers.index(worker)] = self._start()
 
     def run(self, items: Iterable[dict]) -> Iterator[dict]:
-        """Yield one row per item, as items finish (not in order)."""
+        """Yield one row per item, as items finish (not in order).
+
+        A worker's deadline starts when it is handed an item, after it has said it is ready
+        (its imports done), so the timeout measures the computation, not the start-up.
+        """
         pending = iter(items)
         exhausted = False
         while True:
             for w in self.workers:
-                if w.item is None and not exhausted:
+                if w.ready and w.item is None and not exhausted:
                     item = next(pending, None)
                     if item is None:
                         exhausted = True
@@ -497,13 +508,21 @@ class _LocalPool:
                     w.item, w.started = item, time.monotonic()
                     w.conn.send(item)
             busy = [w for w in self.workers if w.item is not None]
-            if not busy:
+            starting = [w for w in self.workers if not w.ready]
+            if not busy and (exhausted or not starting):
                 return
             wait = None
-            if self.timeout is not None:
+            if self.timeout is not None and busy:
                 now = time.monotonic()
                 wait = max(0.0, min(w.started + self.timeout - now for w in busy))
-            ready = multiprocessing.connection.wait([w.conn for w in busy], timeout=wait)
+            ready = multiprocessing.connection.wait([w.conn for w in busy + starting], timeout=wait)
+            for w in starting:
+                if w.conn in ready:
+                    try:
+                        w.ready = w.conn.recv() == "ready"
+                    except (EOFError, OSError):
+                        raise RuntimeError(f"a sweep worker process failed to start (exit code "
+                                           f"{w.process.exitcode})") from None
             for w in busy:
                 if w.conn in ready:
                     try:
