@@ -239,7 +239,8 @@ def sweep_command(
         summary = sweep(loaded, db, jobs=jobs, backend=backend.lower(), scheduler=scheduler,
                         timeout=timeout, seed=seed, methods=methods, progress=progress)
     finally:
-        bar.stop()
+        if task is not None:
+            bar.stop()
     if as_json:
         print_json(dict(summary.to_dict(), db=str(db), seed=seed))
     else:

@@ -379,7 +379,8 @@ def open_store(path: str | os.PathLike) -> sqlite3.Connection:
     path = check_store(path)
     conn = sqlite3.connect(path, isolation_level=None, timeout=30)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    # NORMAL is durable across a killed process (SIGKILL) in WAL mode; FULL only adds power-loss safety.
+    conn.execute("PRAGMA synchronous = NORMAL")
     columns = ", ".join(
         f"{c} TEXT PRIMARY KEY" if c == "item_key" else c for c in RESULT_COLUMNS)
     conn.execute("BEGIN IMMEDIATE")
