@@ -190,7 +190,7 @@ method = ["numerical"]
     assert summary.counts == {"settled": 1, "timeout": 1}
     assert by_widths["24,24,24,24"]["status"] == "timeout"
     assert by_widths["24,24,24,24"]["dimension"] is None
-    assert "worker process was killed" in by_widths["24,24,24,24"]["message"]
+    assert "process computing it was killed" in by_widths["24,24,24,24"]["message"]
     assert by_widths["3,3,3"]["dimension"] == 23
 
 

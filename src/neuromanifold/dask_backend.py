@@ -14,7 +14,9 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
+# The child says "ready" once its imports are done; the timeout counts from then.
 _CHILD = ("import json, sys; from neuromanifold.sweeps import compute_item; "
+          "import neuromanifold.dimension; print('ready', flush=True); "
           "sys.stdout.write(json.dumps(compute_item(json.loads(sys.stdin.read()))))")
 
 
@@ -32,27 +34,31 @@ def _run_item(item: dict, compute: Callable[[dict], dict], timeout: float | None
         import os  # noqa: PLC0415
 
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(item), text=True,
-                              capture_output=True, timeout=timeout, env=env, check=False)
+        ready = proc.stdout.readline().strip() == "ready"
+        out, errors = proc.communicate(input=json.dumps(item) if ready else None, timeout=timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return {"__timeout__": True}
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"__error__": f"item process exited with code {done.returncode}: {tail}"}
-    return json.loads(done.stdout)
+    if proc.returncode != 0:
+        tail = (errors.strip().splitlines() or ["no output"])[-1]
+        return {"__error__": f"item process exited with code {proc.returncode}: {tail}"}
+    return json.loads(out)
 
 
 def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: str | None,
              jobs: int, timeout: float | None, timeout_row: Callable, error_row: Callable
              ) -> Iterator[dict]:
-    """Rows of `items` computed on a Dask cluster, yielded as they complete.
+    """Connect (or start a LocalCluster) now; return an iterator of rows as they complete.
 
     `scheduler` is an address such as tcp://host:8786, or None for a LocalCluster of `jobs`
     single-threaded worker processes. A task that raises, or whose worker dies, yields
     `error_row`; one past `timeout` yields `timeout_row`.
     """
-    from distributed import Client, LocalCluster, as_completed  # noqa: PLC0415
+    from distributed import Client, LocalCluster  # noqa: PLC0415
 
     cluster = None
     if scheduler is None:
@@ -61,12 +67,20 @@ def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: s
         client = Client(cluster)
     else:
         try:
-            client = Client(scheduler, timeout=30)
+            client = Client(scheduler, timeout=10)
         except (OSError, TimeoutError) as exc:
             raise ValueError(f"`scheduler` must be the address of a running Dask scheduler; got "
                              f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
                              "--scheduler to use a local cluster.") from None
     threads = 1 if (cluster is not None and jobs > 1) else None
+    return _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row)
+
+
+def _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row
+            ) -> Iterator[dict]:
+    """Submit every item, yield rows as completed; close the client (and cluster) at the end."""
+    from distributed import as_completed  # noqa: PLC0415
+
     futures, item_of = [], {}
     try:
         for item in items:
@@ -89,4 +103,3 @@ def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: s
         client.close()
         if cluster is not None:
             cluster.close()
-

@@ -308,7 +308,7 @@ def timeout_row(item: dict, timeout: float) -> dict:
     """The row recorded for an item that ran past the timeout (its worker was killed)."""
     row = _base_row(item)
     row.update(status="timeout", seconds=float(timeout),
-               message=f"exceeded the timeout of {timeout:g} s; its worker process was killed")
+               message=f"exceeded the timeout of {timeout:g} s; the process computing it was killed")
     return row
 
 
@@ -632,27 +632,28 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         todo = [i for i in items if i["key"] not in done]
         todo.sort(key=estimated_cost, reverse=True)
         summary = SweepSummary(len(items), len(items) - len(todo), grid.n_skipped)
+        rows: Iterator[dict] = iter(())
+        if todo and backend == "local":
+            rows = run_local(todo, jobs=jobs, timeout=timeout)
+        elif todo:
+            from .dask_backend import run_dask  # noqa: PLC0415  (the one dask importer)
+
+            # Connects before any progress output, so a bad address is one clean error line.
+            rows = run_dask(todo, compute_item, scheduler=scheduler, jobs=jobs, timeout=timeout,
+                            timeout_row=timeout_row, error_row=error_row)
         if progress:
             progress("start", 0, len(todo), summary.counts)
-        if todo:
-            if backend == "local":
-                rows = run_local(todo, jobs=jobs, timeout=timeout)
-            else:
-                from .dask_backend import run_dask  # noqa: PLC0415  (the one dask importer)
-
-                rows = run_dask(todo, compute_item, scheduler=scheduler, jobs=jobs, timeout=timeout,
-                                timeout_row=timeout_row, error_row=error_row)
-            try:
-                for row in rows:
-                    if insert_result(conn, row):
-                        summary.n_written += 1
-                    summary.counts[row["status"]] = summary.counts.get(row["status"], 0) + 1
-                    if progress:
-                        progress("row", sum(summary.counts.values()), len(todo), summary.counts)
-            finally:
-                close = getattr(rows, "close", None)
-                if close:
-                    close()
+        try:
+            for row in rows:
+                if insert_result(conn, row):
+                    summary.n_written += 1
+                summary.counts[row["status"]] = summary.counts.get(row["status"], 0) + 1
+                if progress:
+                    progress("row", sum(summary.counts.values()), len(todo), summary.counts)
+        finally:
+            close = getattr(rows, "close", None)
+            if close:
+                close()
     finally:
         conn.close()
     summary.seconds = time.perf_counter() - t0
