@@ -28,6 +28,14 @@ attention = ["lightning", "softmax"]
 method = ["numerical"]
 """
 
+# One quick item and one that takes far longer than the timeouts used below.
+TIMEOUT_GRID = """
+widths = [[3, 3, 3], [24, 24, 24, 24]]
+keys = [[2, 2], [6, 6, 6]]
+tokens = [3]
+method = ["numerical"]
+"""
+
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
@@ -176,12 +184,7 @@ def test_sweep_writes_one_row_per_item_and_a_rerun_writes_none(tmp_path):
 
 def test_item_past_timeout_is_recorded_and_the_sweep_goes_on(tmp_path):
     """A slow item becomes status 'timeout' (worker killed); the quick items still finish."""
-    grid = _write(tmp_path / "g.toml", """
-widths = [[3, 3, 3], [24, 24, 24, 24]]
-keys = [[2, 2], [6, 6, 6]]
-tokens = [3]
-method = ["numerical"]
-""")
+    grid = _write(tmp_path / "g.toml", TIMEOUT_GRID)
     db = tmp_path / "r.sqlite"
     t0 = time.perf_counter()
     summary = sweep(grid, db, jobs=2, timeout=1.5, seed=0)
@@ -277,12 +280,7 @@ def test_scheduler_without_dask_backend_is_refused(tmp_path):
 @pytest.mark.slow
 def test_dask_timeout_records_timeout(tmp_path):
     """On dask, an item past the timeout runs in a killed child process and is recorded 'timeout'."""
-    grid = _write(tmp_path / "g.toml", """
-widths = [[3, 3, 3], [24, 24, 24, 24]]
-keys = [[2, 2], [6, 6, 6]]
-tokens = [3]
-method = ["numerical"]
-""")
+    grid = _write(tmp_path / "g.toml", TIMEOUT_GRID)
     summary = sweep(grid, tmp_path / "r.sqlite", jobs=2, backend="dask", timeout=8, seed=0)
     assert summary.counts == {"settled": 1, "timeout": 1}
 

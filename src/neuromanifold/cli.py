@@ -225,9 +225,9 @@ def sweep_command(
     def progress(event: str, done: int, total: int, counts: dict) -> None:
         nonlocal task
         if event == "start":
-            print(f"sweep: {loaded.source}: {total} to run ({len(loaded)} grid items before any "
-                      f"--method override, {loaded.n_skipped} combinations skipped: keys do not match "
-                      f"layers or method unavailable), backend {backend}, jobs {jobs}, seed {seed}",
+            print(f"sweep: {loaded.source}: {total} items to run, {done} already in {db}, "
+                  f"{loaded.n_skipped} combinations skipped (keys do not match the layers, or an "
+                  f"exact method asked of softmax); backend {backend}, jobs {jobs}, seed {seed}",
                   file=sys.stderr)
             bar.start()
             task = bar.add_task("sweep", total=total)

@@ -596,7 +596,8 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
 
     `backend` is `local` (worker processes on this machine) or `dask` (an existing cluster at
     `scheduler`, or a LocalCluster started and shut down here). `methods` overrides the grid's
-    method list. `progress(event, done, total, counts)` is called after each written row.
+    method list. `progress(event, done, total, counts)` is called once with event 'start' (done = items
+    already in the store, total = items to run) and after each written row ('row').
     Rows are written only by this process; each insert is its own transaction (INSERT OR IGNORE).
     """
     from .checks import check_choice  # noqa: PLC0415
@@ -642,7 +643,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
             rows = run_dask(todo, compute_item, scheduler=scheduler, jobs=jobs, timeout=timeout,
                             timeout_row=timeout_row, error_row=error_row)
         if progress:
-            progress("start", 0, len(todo), summary.counts)
+            progress("start", summary.n_already_done, len(todo), summary.counts)
         try:
             for row in rows:
                 if insert_result(conn, row):
