@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import sqlite3
@@ -155,6 +156,13 @@ def test_foreign_files_as_db_exit_2_and_stay_untouched(tmp_path, capsys):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["g.toml", "notes.sqlite", "other.sqlite"]
 
 
+def test_missing_grid_names_the_shipped_grids(tmp_path):
+    """A grid that is neither a file nor a shipped name is a template error listing the names."""
+    with pytest.raises(ValueError, match="`grid` must be a TOML grid file or a shipped grid name; "
+                       "got .*nope.toml.* one of: eq14_map"):
+        load_grid(tmp_path / "nope.toml")
+
+
 def test_check_store_refuses_a_folder(tmp_path):
     """A folder passed as the store is a template ValueError."""
     with pytest.raises(ValueError, match="`db` must be an SQLite file path"):
@@ -182,15 +190,15 @@ def test_sweep_writes_one_row_per_item_and_a_rerun_writes_none(tmp_path):
     assert other_seed.n_written == 8 and len(_rows(db)) == 16
 
 
-def test_item_past_timeout_is_recorded_and_the_sweep_goes_on(tmp_path):
-    """A slow item becomes status 'timeout' (worker killed); the quick items still finish."""
+def test_item_past_timeout_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
+    """A slow item becomes status 'timeout' (worker killed), the quick one finishes; exit code 1."""
     grid = _write(tmp_path / "g.toml", TIMEOUT_GRID)
     db = tmp_path / "r.sqlite"
-    t0 = time.perf_counter()
-    summary = sweep(grid, db, jobs=2, timeout=1.5, seed=0)
-    assert time.perf_counter() - t0 < 30
+    code = main(["sweep", str(grid), "--db", str(db), "--jobs", "2", "--timeout", "1.5", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1  # an item of this run timed out
     by_widths = {r["widths"]: r for r in _rows(db)}
-    assert summary.counts == {"settled": 1, "timeout": 1}
+    assert summary["counts"] == {"settled": 1, "timeout": 1}
     assert by_widths["24,24,24,24"]["status"] == "timeout"
     assert by_widths["24,24,24,24"]["dimension"] is None
     assert "process computing it was killed" in by_widths["24,24,24,24"]["message"]

@@ -209,7 +209,10 @@ def sweep_command(
     seed: int = typer.Option(0, help="Random seed for every item (part of each item's key)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout."),
 ) -> None:
-    """Run every architecture of a grid, writing one row per item to an SQLite store as it finishes."""
+    """Run every architecture of a grid, writing one row per item to an SQLite store as it finishes.
+
+    Exit 1 when an item of this run ended in `error` or `timeout` (recorded all the same).
+    """
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: PLC0415
                                TimeElapsedColumn, TimeRemainingColumn)
 
@@ -248,6 +251,8 @@ def sweep_command(
         print(f"sweep {loaded.source} -> {db} (seed {seed}): {summary.n_items} items, "
               f"{summary.n_already_done} already done, {summary.n_written} written ({counts}), "
               f"{summary.n_skipped_combinations} combinations skipped, {summary.seconds:.1f} s")
+    if summary.counts.get("error") or summary.counts.get("timeout"):
+        raise typer.Exit(EXIT_AMBIGUOUS)
 
 
 @app.command("report")
