@@ -67,3 +67,78 @@ def plot_figure1(data, path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
+    """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
+    fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
+    done = [r for r in rows if r["dimension"] is not None]
+    markers = {"lightning": "o", "softmax": "s"}
+    for attention in sorted({r["attention"] for r in done}):
+        for holds, colour, label in ((False, "tab:red", "hypotheses fail"),
+                                     (True, "tab:green", "hypotheses hold")):
+            pts = [r for r in done if r["attention"] == attention and r["hypotheses_hold"] == holds]
+            if pts:
+                ax.scatter([r["formula"] for r in pts], [r["dimension"] for r in pts], s=18,
+                           marker=markers.get(attention, "o"), facecolors="none" if not holds else colour,
+                           edgecolors=colour, alpha=0.7, label=f"{attention}: {label} ({len(pts)})")
+    if done:
+        lo = min(min(r["formula"], r["dimension"]) for r in done)
+        hi = max(max(r["formula"], r["dimension"]) for r in done)
+        ax.plot([lo, hi], [lo, hi], "-", color="tab:gray", lw=1, label="measured = formula")
+    methods = ", ".join(sorted({r["method_used"] or r["method"] for r in done}))
+    ax.set_xlabel("closed form (Eq. 7 / 14 lightning, Eq. 16 softmax)")
+    ax.set_ylabel(f"measured dimension ({methods})")
+    n_bad = sum(r["status"] in ("error", "timeout") for r in rows)
+    ax.set_title(f"Measured vs formula: {len(done)} results" + (f" ({n_bad} error/timeout not shown)"
+                                                                if n_bad else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_difference_heatmap(cells: dict, path: Path, x: str, y: str, subtitle: str) -> Path:
+    """Mean (measured - formula) over two grid axes, one panel per attention kind.
+
+    Solid black frame: the formula's hypotheses hold for every item of the cell; dashed: for some.
+    """
+    from matplotlib.patches import Rectangle  # noqa: PLC0415
+
+    kinds = list(cells) or ["(no results)"]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.6), dpi=130, squeeze=False)
+    limit = max([abs(v) for c in cells.values() for v in c["mean"].values()] + [1.0])
+    image = None
+    for ax, kind in zip(axes[0], kinds):
+        if kind not in cells:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, "no results with these axes", ha="center", transform=ax.transAxes)
+            continue
+        c = cells[kind]
+        xs, ys = c["xs"], c["ys"]
+        grid = [[c["mean"].get((xv, yv), float("nan")) for xv in xs] for yv in ys]
+        image = ax.imshow(grid, origin="lower", cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+        for j, yv in enumerate(ys):
+            for i, xv in enumerate(xs):
+                if (xv, yv) not in c["mean"]:
+                    continue
+                value = c["mean"][(xv, yv)]
+                ax.text(i, j, f"{value:.3g}", ha="center", va="center", fontsize=7,
+                        color="white" if abs(value) > 0.6 * limit else "black")
+                hold = c["hold"][(xv, yv)]
+                if hold != "none":
+                    ax.add_patch(Rectangle((i - 0.46, j - 0.46), 0.92, 0.92, fill=False, lw=1.6,
+                                           edgecolor="black", ls="-" if hold == "all" else "--"))
+        ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+        ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.set_title(f"{kind}: mean(measured - formula)\n{subtitle}", fontsize=9)
+    if image is not None:
+        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.85,
+                     label="measured - formula (frame: hypotheses hold; dashed: some)")
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path

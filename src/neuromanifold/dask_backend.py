@@ -1,0 +1,105 @@
+"""Sweep items on a Dask cluster. The only module that imports dask / distributed.
+
+Workers compute rows; the rows stream back (as completed) to the caller, the single writer of
+the SQLite store. Without a scheduler address a `distributed.LocalCluster` (processes, one thread
+each) is started and shut down here. With a timeout each item runs in a child process of its
+worker (`python -c ...`), killed when the timeout passes, so a runaway item neither blocks the
+worker nor is lost; this costs one interpreter start (about 2 s with torch) per item.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+# The child says "ready" once its imports are done; the timeout counts from then.
+_CHILD = ("import json, sys; from neuromanifold.sweeps import compute_item; "
+          "import neuromanifold.dimension; print('ready', flush=True); "
+          "sys.stdout.write(json.dumps(compute_item(json.loads(sys.stdin.read()))))")
+
+
+def _run_item(item: dict, compute: Callable[[dict], dict], timeout: float | None,
+              threads: int | None) -> dict:
+    """Runs on a Dask worker: the row of `item`, in a killable child process if `timeout`."""
+    if timeout is None:
+        if threads:
+            import torch  # noqa: PLC0415
+
+            torch.set_num_threads(threads)
+        return compute(item)
+    env = None
+    if threads:
+        import os  # noqa: PLC0415
+
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready = proc.stdout.readline().strip() == "ready"
+        out, errors = proc.communicate(input=json.dumps(item) if ready else None, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"__timeout__": True}
+    if proc.returncode != 0:
+        tail = (errors.strip().splitlines() or ["no output"])[-1]
+        return {"__error__": f"item process exited with code {proc.returncode}: {tail}"}
+    return json.loads(out)
+
+
+def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: str | None,
+             jobs: int, timeout: float | None, timeout_row: Callable, error_row: Callable
+             ) -> Iterator[dict]:
+    """Connect (or start a LocalCluster) now; return an iterator of rows as they complete.
+
+    `scheduler` is an address such as tcp://host:8786, or None for a LocalCluster of `jobs`
+    single-threaded worker processes. A task that raises, or whose worker dies, yields
+    `error_row`; one past `timeout` yields `timeout_row`.
+    """
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(scheduler, timeout=10)
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"`scheduler` must be the address of a running Dask scheduler; got "
+                             f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
+                             "--scheduler to use a local cluster.") from None
+    threads = 1 if (cluster is not None and jobs > 1) else None
+    return _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row)
+
+
+def _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row
+            ) -> Iterator[dict]:
+    """Submit every item, yield rows as completed; close the client (and cluster) at the end."""
+    from distributed import as_completed  # noqa: PLC0415
+
+    futures, item_of = [], {}
+    try:
+        for item in items:
+            fut = client.submit(_run_item, item, compute, timeout, threads, pure=False)
+            futures.append(fut)
+            item_of[fut.key] = item
+        for fut in as_completed(futures):
+            item = item_of[fut.key]
+            try:
+                row = fut.result()
+            except Exception as exc:  # noqa: BLE001  (a failed task is a row, not a crash)
+                row = error_row(item, f"dask task failed: {type(exc).__name__}: {exc}")
+            if row.get("__timeout__"):
+                row = timeout_row(item, timeout)
+            elif "__error__" in row:
+                row = error_row(item, row["__error__"])
+            yield row
+    finally:
+        client.cancel(futures)
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,143 @@
+"""Reports of a sweep store: one CSV row per result, and figures of measured vs closed form.
+
+The store is opened read-only; existing output files are never overwritten unless `force`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from .checks import bad_value
+from .sweeps import read_results
+
+CSV_COLUMNS = (
+    "widths", "keys", "tokens", "attention", "method", "n_params", "dimension", "formula",
+    "hypotheses_hold", "status", "seconds", "formula_name", "difference", "conjecture",
+    "conjecture_hypotheses_hold", "conjecture_difference", "method_used", "sv_gap", "n_samples",
+    "seed", "temperature", "message", "item_key")
+REPORT_FILES = ("results.csv", "measured_vs_formula.png", "difference_heatmap.png")
+
+
+def report_rows(rows: list[dict]) -> list[dict]:
+    """Store rows -> CSV rows: `difference` = dimension - formula (empty when no dimension)."""
+    out = []
+    for r in rows:
+        dim = r["dimension"]
+        row = {c: r.get(c) for c in CSV_COLUMNS if c in r}
+        row["hypotheses_hold"] = bool(r["hypotheses_hold"])
+        row["conjecture_hypotheses_hold"] = bool(r["conjecture_hypotheses_hold"])
+        row["difference"] = None if dim is None else dim - r["formula"]
+        row["conjecture_difference"] = None if dim is None else dim - r["conjecture"]
+        out.append({c: row.get(c) for c in CSV_COLUMNS})
+    return out
+
+
+def axis_value(row: dict, axis: str) -> int | None:
+    """The value of a grid axis (d0.., a1.., t) for a CSV row; None when the row has no such axis."""
+    widths = [int(v) for v in str(row["widths"]).split(",")]
+    keys = [int(v) for v in str(row["keys"]).split(",")]
+    if axis == "t":
+        return int(row["tokens"])
+    index = int(axis[1:])
+    if axis[0] == "d":
+        return widths[index] if index < len(widths) else None
+    return keys[index - 1] if 1 <= index <= len(keys) else None
+
+
+def _check_axis(name: str, axis: str, layers: int) -> str:
+    axis = axis.strip().lower()
+    valid = [f"d{i}" for i in range(layers + 1)] + [f"a{i}" for i in range(1, layers + 1)] + ["t"]
+    if axis not in valid:
+        raise bad_value(name, f"a grid axis of an l = {layers} network ({', '.join(valid)})", axis,
+                        "Pass e.g. --heat-x d1 --heat-y d0.")
+    return axis
+
+
+def parse_fix(text: str | None, layers: int) -> dict[str, int]:
+    """'a1=2,a2=2' -> {'a1': 2, 'a2': 2}: axes held fixed in the heat map."""
+    if not text:
+        return {}
+    fixed = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise bad_value("heat-fix", "comma-separated axis=value pairs", text,
+                            "Pass e.g. --heat-fix a1=2,a2=2.")
+        fixed[_check_axis("heat-fix", name, layers)] = int(value)
+    return fixed
+
+
+def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
+                  fixed: dict[str, int] | None = None) -> dict[str, dict]:
+    """Per attention kind: mean (dimension - formula) over the rows of each (x, y) cell.
+
+    Only rows with l = `layers`, a dimension, and the `fixed` axis values take part; every other
+    axis is averaged over. `hold` per cell is 'all', 'some' or 'none' (formula hypotheses hold).
+    """
+    fixed = fixed or {}
+    groups: dict = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r["dimension"] is None or len(str(r["keys"]).split(",")) != layers:
+            continue
+        if any(axis_value(r, k) != v for k, v in fixed.items()):
+            continue
+        groups[r["attention"]][(axis_value(r, x), axis_value(r, y))].append(r)
+    out = {}
+    for attention, cells in sorted(groups.items()):
+        xs = sorted({k[0] for k in cells})
+        ys = sorted({k[1] for k in cells})
+        mean, hold, count = {}, {}, {}
+        for key, members in cells.items():
+            diffs = [m["difference"] for m in members]
+            mean[key] = sum(diffs) / len(diffs)
+            flags = [m["hypotheses_hold"] for m in members]
+            hold[key] = "all" if all(flags) else ("some" if any(flags) else "none")
+            count[key] = len(members)
+        out[attention] = {"xs": xs, "ys": ys, "mean": mean, "hold": hold, "count": count}
+    return out
+
+
+def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool = False,
+                 heat_x: str = "d1", heat_y: str = "d0", heat_layers: int = 2,
+                 heat_fix: str | None = None) -> dict:
+    """Write results.csv and the two figures for the sweep store `db` into folder `out`.
+
+    Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map}.
+    """
+    from .plots import plot_difference_heatmap, plot_measured_vs_formula  # noqa: PLC0415
+
+    if isinstance(heat_layers, bool) or not isinstance(heat_layers, int) or heat_layers < 1:
+        raise bad_value("heat-layers", "an integer l >= 1", heat_layers, "Pass e.g. --heat-layers 2.")
+    heat_x = _check_axis("heat-x", heat_x, heat_layers)
+    heat_y = _check_axis("heat-y", heat_y, heat_layers)
+    if heat_x == heat_y:
+        raise bad_value("heat-y", "an axis other than --heat-x", heat_y, "Pass e.g. --heat-x d1 --heat-y d0.")
+    fixed = parse_fix(heat_fix, heat_layers)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
+    paths = [out / name for name in REPORT_FILES]
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise bad_value("out", "a folder without earlier report files", ", ".join(existing),
+                        "Pass another --out folder, or --force to overwrite.")
+    rows = report_rows(read_results(db))
+    if not rows:
+        raise bad_value("db", "a sweep store with at least one result", str(db),
+                        "Run `neuromanifold sweep GRID --db` first.")
+    out.mkdir(parents=True, exist_ok=True)
+    with paths[0].open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+    plot_measured_vs_formula(rows, paths[1])
+    cells = heatmap_cells(rows, heat_x, heat_y, heat_layers, fixed)
+    fix_text = ", ".join(f"{k} = {v}" for k, v in fixed.items())
+    plot_difference_heatmap(cells, paths[2], heat_x, heat_y,
+                            f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
+    return {"rows": len(rows), "files": [str(p) for p in paths],
+            "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values())}
