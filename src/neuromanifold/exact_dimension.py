@@ -20,7 +20,7 @@ from .dimension import DimensionResult, Progress
 from .exact import DEFAULT_PRIME, check_prime, rank_mod_p
 from .formulas import effective_width, expected_dim
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p,
-                      random_residues, random_weights_mod_p)
+                      random_residues, random_weights_mod_p, staircase_rank_mod_p)
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
 _CHUNK_BYTES = 256 * 2 ** 20
@@ -39,6 +39,18 @@ _MAX_ROUNDS = 6
 # P(exact rank < dim M) <= r D / p, evaluated with r = the upper bound (n_params without one).
 # The rank is a lower bound regardless; a certified result (lower == upper) is a proof and
 # carries no probability at all.
+
+# NOTE: [dropping the columns the symmetries determine]
+# Every tangent row T satisfies J T^T = 0. If T[:, Pi] has full row rank rank T (Pi = pivot
+# columns of an echelon form of T), then for each row j of J, j_Pi = -j_free T_free^T T_Pi^{-T},
+# so J = J[:, free] B for a fixed matrix B and rank J = rank J[:, free] exactly, with
+# |free| = n_params - rank T = the upper bound. The exact rank of S J is therefore taken on those
+# columns only: an (upper bound)-wide matrix instead of an n_params-wide one.
+
+def _layer_boundaries(arch: Architecture) -> list[int]:
+    """Column offsets where each layer's (Q_i, K_i, V_i) block starts, and n_params."""
+    return [offset for name, _, offset in arch.param_layout() if name.startswith("Q_")] + [arch.n_params]
+
 
 def degree_bound(arch: Architecture) -> int:
     """D, the total degree of one entry of S J in (W, X, G) (see the NOTE above)."""
@@ -96,17 +108,22 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     weights = random_weights_mod_p(arch, p, gen)
     notes: list[str] = []
 
-    upper = None
+    upper, free_columns = None, None
     if certify:
         t0 = time.perf_counter()
         tangents, _, skipped = all_symmetry_tangents(arch, weights, p)
         t1 = time.perf_counter()
         say(f"{tangents.shape[0]} symmetry tangents built mod p ({t1 - t0:.1f} s); exact rank ...")
-        tangent_rank = rank_mod_p(tangents.numpy(), p)
+        tangent_rank, pivots = staircase_rank_mod_p(tangents, _layer_boundaries(arch), p)
         t_jac += t1 - t0
         t_rank += time.perf_counter() - t1
         upper = arch.n_params - tangent_rank
-        say(f"upper bound n_params - rank_p(tangents) = {arch.n_params} - {tangent_rank} = {upper}")
+        say(f"upper bound n_params - rank_p(tangents) = {arch.n_params} - {tangent_rank} = {upper} "
+            f"({time.perf_counter() - t1:.1f} s)")
+        # rank J = rank J[:, free] when J T^T = 0 and T[:, pivots] has full row rank (NOTE below).
+        keep = torch.ones(arch.n_params, dtype=torch.bool)
+        keep[pivots] = False
+        free_columns = keep.nonzero().flatten()
         notes += [f"hidden symmetry block skipped (soundness check failed): {s}" for s in skipped]
         del tangents
     target = arch.n_params if upper is None else upper
@@ -119,7 +136,8 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     n_done, rank, history, previous, reason = 0, 0, [], None, None
     for _round in range(_MAX_ROUNDS):
         t0 = time.perf_counter()
-        blocks.append(_sample_rows(arch, weights, n_target - n_done, n_rows, p, gen))
+        new_rows = _sample_rows(arch, weights, n_target - n_done, n_rows, p, gen)
+        blocks.append(new_rows if free_columns is None else new_rows[:, free_columns])
         n_done = n_target
         matrix = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
         t1 = time.perf_counter()

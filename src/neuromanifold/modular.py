@@ -16,7 +16,7 @@ import torch
 
 from .architecture import Architecture
 from .checks import bad_value
-from .exact import nullspace_mod_p, rank_mod_p
+from .exact import left_kernel_mod_p, nullspace_mod_p, pivot_columns_mod_p, rank_mod_p
 from .parameters import LayerWeights
 from .symmetries import symmetry_tangents
 
@@ -169,28 +169,28 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         if symmetric:
             cols = (cols + cols.transpose(-1, -2)) % p
         L = cols.reshape(2 * a * d_in, d0 * d0).T.numpy()
-        if rank_mod_p(L, p) == bound:
+        if m == d_in and not symmetric and a <= d_in:
+            pass  # ker L_j is the GL(a_j) orbit of Lemma 3.1, already in symmetry_tangents
+        elif rank_mod_p(L, p) == bound:
             kernel = torch.from_numpy(nullspace_mod_p(L, p)).T        # (k, 2 a d_in)
-            for vec in kernel:
-                row = torch.zeros(arch.n_params, dtype=torch.int64)
-                row[offsets[f"Q_{j}"]: offsets[f"Q_{j}"] + a * d_in] = vec[: a * d_in]
-                row[offsets[f"K_{j}"]: offsets[f"K_{j}"] + a * d_in] = vec[a * d_in:]
-                rows.append(row)
-                labels.append(f"ker L_{j} (Q, K)")
+            block = torch.zeros((kernel.shape[0], arch.n_params), dtype=torch.int64)
+            block[:, offsets[f"Q_{j}"]: offsets[f"Q_{j}"] + a * d_in] = kernel[:, : a * d_in]
+            block[:, offsets[f"K_{j}"]: offsets[f"K_{j}"] + a * d_in] = kernel[:, a * d_in:]
+            rows.append(block)
+            labels += [f"ker L_{j} (Q, K)"] * kernel.shape[0]
         else:
             skipped.append(f"layer {j}: (Q, K) block rank mod p below its bound {bound}")
         if m < d_in:  # dV = e_r nu^T with nu^T P = 0 (rank P = m checked above)
-            left = torch.from_numpy(nullspace_mod_p(P.T.numpy(), p)).T  # (d_in - m, d_in)
+            left = torch.from_numpy(left_kernel_mod_p(P.numpy(), p))   # (d_in - m, d_in)
+            block = torch.zeros((left.shape[0], d_out, arch.n_params), dtype=torch.int64)
             start = offsets[f"V_{j}"]
-            for nu in left:
-                for r_ in range(d_out):
-                    row = torch.zeros(arch.n_params, dtype=torch.int64)
-                    row[start + r_ * d_in: start + (r_ + 1) * d_in] = nu
-                    rows.append(row)
-                    labels.append(f"ker L_{j} (V)")
+            for r_ in range(d_out):
+                block[:, r_, start + r_ * d_in: start + (r_ + 1) * d_in] = left
+            rows.append(block.reshape(-1, arch.n_params))
+            labels += [f"ker L_{j} (V)"] * (left.shape[0] * d_out)
     if not rows:
         return torch.zeros((0, arch.n_params), dtype=torch.int64), labels, skipped
-    return torch.stack(rows), labels, skipped
+    return torch.cat(rows), labels, skipped
 
 
 def all_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
@@ -199,3 +199,28 @@ def all_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
     known, labels = symmetry_tangents(arch, weights)
     hidden, hidden_labels, skipped = hidden_symmetry_tangents(arch, weights, p)
     return torch.cat([known % p, hidden]), labels + hidden_labels, skipped
+
+
+def staircase_rank_mod_p(matrix: torch.Tensor, boundaries: list[int], p: int) -> tuple[int, list[int]]:
+    """Exact rank over F_p of a matrix whose rows each touch few column blocks, block by block.
+
+    `boundaries` = [0, c_1, ..., n] splits the columns into blocks. Returns the rank and pivot
+    columns Pi with matrix[:, Pi] of full row rank (rank(matrix) = |Pi|).
+    Math: for the rows S touching block b (and none before), with M = S[:, block b],
+    rank = rank M + rank(rows not in S, and y^T S for every y in the left kernel of M).
+    Exact Gaussian elimination organised by blocks; no probability involved.
+    """
+    current, rank, pivots = matrix, 0, []
+    for lo, hi in zip(boundaries[:-1], boundaries[1:]):
+        touches = (current[:, lo:hi] != 0).any(dim=1)
+        S, current = current[touches], current[~touches]
+        if S.shape[0] == 0:
+            continue
+        M = S[:, lo:hi].numpy()
+        found = pivot_columns_mod_p(M, p)
+        rank += len(found)
+        pivots += [lo + c for c in found]
+        if len(found) < S.shape[0]:
+            Y = torch.from_numpy(left_kernel_mod_p(M, p))
+            current = torch.cat([current, matmul_mod(Y, S, p)])
+    return rank, pivots
