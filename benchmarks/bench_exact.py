@@ -36,11 +36,27 @@ def run_one(width: int, seed: int) -> dict:
             "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
 
 
+def conversion_seconds(n_rows: int, n_cols: int) -> float:
+    """Seconds to turn an n_rows x n_cols int64 residue array into a flint nmod_mat."""
+    import time
+
+    import numpy as np
+
+    from neuromanifold.exact import DEFAULT_PRIME, to_nmod_mat
+
+    matrix = np.random.default_rng(0).integers(0, DEFAULT_PRIME, (n_rows, n_cols), dtype=np.int64)
+    start = time.perf_counter()
+    to_nmod_mat(matrix, DEFAULT_PRIME)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="16,24,32,48")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--convert", default="6528x6141",
+                        help="Also time the numpy -> flint conversion of a matrix this size.")
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(run_one(args.one, args.seed)))
@@ -57,6 +73,10 @@ def main() -> None:
         print(f"{r['arch']:<46} {r['n_params']:>6} {r['dimension']:>6} {r['status']:>10} "
               f"{r['samples']:>4} {r['jacobian']:>7.1f} {r['rank']:>7.1f} {r['total']:>8.1f} "
               f"{r['peak_gb']:>8.2f} {per:>10.3f}", flush=True)
+    if args.convert:
+        n_rows, n_cols = (int(x) for x in args.convert.split("x"))
+        print(f"numpy int64 -> flint nmod_mat conversion of a {n_rows} x {n_cols} matrix "
+              f"(part of 'rank s'): {conversion_seconds(n_rows, n_cols):.1f} s (measured)")
 
 
 if __name__ == "__main__":
