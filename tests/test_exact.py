@@ -119,7 +119,8 @@ def test_certified_where_formula_holds(widths, keys, truth):
 
 
 @pytest.mark.parametrize("widths,keys,truth,formula", [
-    ((3, 5, 3), (2, 2), 23, 27), ((3, 4, 5), (2, 2), 29, 34), ((3, 3, 3), (1, 2), 18, 20)])
+    ((3, 5, 3), (2, 2), 23, 27), ((3, 4, 5), (2, 2), 29, 34), ((3, 3, 3), (1, 2), 18, 20),
+    ((2, 3, 5), (1, 1), 14, 18)])
 def test_certified_where_eq14_fails(widths, keys, truth, formula):
     """Where Eq. 14 fails (MATH.md section 4) the true value is certified and Eq. 14 marked failing."""
     r = exact_dim(Architecture(widths, keys, 3), seed=2)
@@ -128,7 +129,8 @@ def test_certified_where_eq14_fails(widths, keys, truth, formula):
 
 
 @pytest.mark.parametrize("widths,keys,t", [((3, 5, 2), (2, 3), 3), ((4, 3), (2,), 2),
-                                           ((2, 3, 5), (3, 2), 4)])
+                                           ((2, 3, 5), (3, 2), 4), ((4, 2, 3), (5, 1), 2),
+                                           ((2, 3, 5), (1, 1), 3)])
 def test_exact_equals_numerical(widths, keys, t):
     """The exact rank over F_p equals the float64 numerical rank (independent paths)."""
     arch = Architecture(widths, keys, t)
@@ -201,3 +203,12 @@ def test_staircase_rank_and_free_columns():
     J = full_jacobian_mod_p(arch, W, 12, P, gen)
     free = [c for c in range(arch.n_params) if c not in set(pivots)]
     assert rank_mod_p(J[:, free].numpy(), P) == rank_mod_p(J.numpy(), P) > 20
+
+
+def test_one_token_stays_a_lower_bound():
+    """t = 1 sees only the symmetric part of A: rank 14 < 16 = symmetry bound, reported as a lower bound."""
+    arch = Architecture((3, 3), (2,), 1)
+    r = exact_dim(arch, seed=0)
+    assert (r.dimension, r.upper_bound, r.status) == (14, 16, "lower-bound")
+    assert 0 < r.failure_probability < 1e-6
+    assert any("bounds do not meet: 14 <= dim M <= 16" in n for n in r.notes)
