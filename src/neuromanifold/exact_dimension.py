@@ -127,11 +127,15 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         notes += [f"hidden symmetry block skipped (soundness check failed): {s}" for s in skipped]
         del tangents
     target = arch.n_params if upper is None else upper
+    # Rows to aim for: the upper bound, or without one the larger closed form (only sizes N;
+    # N keeps growing while the rank does, so a low guess costs time, never correctness).
+    guess = target if upper is not None else min(target, max(expected_dim(arch).value,
+                                                              effective_width(arch).value))
 
     if samples is not None:
         n_target = samples
     else:
-        n_target = max(1, math.ceil((target + max(8, 0.05 * target)) / n_rows))
+        n_target = max(1, math.ceil((guess + max(8, 0.05 * guess)) / n_rows))
     blocks: list[torch.Tensor] = []
     n_done, rank, history, previous, reason = 0, 0, [], None, None
     for _round in range(_MAX_ROUNDS):
@@ -159,7 +163,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
             break
         previous = rank
         n_target = n_done + max(2, math.ceil(0.25 * n_done),
-                                math.ceil((target - rank) / arch.tokens ** 2))
+                                math.ceil((max(guess, rank) - rank) / arch.tokens ** 2))
 
     if upper is not None and rank > upper:  # impossible unless a tangent is not in ker J
         raise RuntimeError(f"exact rank {rank} exceeds the symmetry upper bound {upper}: a bug.")
