@@ -212,3 +212,10 @@ def test_one_token_stays_a_lower_bound():
     assert (r.dimension, r.upper_bound, r.status) == (14, 16, "lower-bound")
     assert 0 < r.failure_probability < 1e-6
     assert any("bounds do not meet: 14 <= dim M <= 16" in n for n in r.notes)
+
+
+@pytest.mark.slow
+def test_certified_widths_32():
+    """MATH.md section 7: widths 32^4, keys 8^3, t = 8 is certified at 2365 = Eq. 14."""
+    r = exact_dim(Architecture((32, 32, 32, 32), (8, 8, 8), 8), seed=0)
+    assert (r.dimension, r.status) == (2365, "certified")
