@@ -120,13 +120,23 @@ def dim(
     samples: Optional[int] = typer.Option(None, help="Input samples N (default: grown until the rank saturates)."),
     seed: int = typer.Option(0, help="Random seed for weights and inputs."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
+    prime: Optional[int] = typer.Option(None, help="Prime p < 2^31 for the exact and certified methods "
+                                        "(default 2147483629)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     arch = build_architecture(widths, keys, tokens, attention, temperature)
+    options = {}
+    if prime is not None:
+        if method.lower() == "numerical" or (method.lower() == "auto" and not arch.is_polynomial):
+            raise bad_value("prime", "given only with --method exact or certified", prime,
+                            "Drop --prime, or pass --method certified for a lightning network.")
+        from .exact import check_prime  # noqa: PLC0415  (python-flint only when asked for)
+
+        options["prime"] = check_prime("prime", prime)
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
     result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
-                               device=device, progress=progress)
+                               device=device, progress=progress, **options)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -1,0 +1,226 @@
+"""Lightning networks over a prime field F_p: weights, reverse-mode Jacobian rows, symmetry tangents.
+
+Everything here is integer arithmetic (torch int64 residues in [0, p)); no floating point.
+Products of residues are reduced mod p after every matrix product, so every intermediate
+stays below 2^63 (see `matmul_mod`). python-flint is used only through `exact.py`.
+
+Math (MATH.md sections 1, 2, 4, 6):
+  layer i:  U = Q_i Z, W = K_i Z, S = U^T W (t x t), Y = V_i Z, Z' = Y S  (Eq. 1, as in maps.forward)
+  a row of S J: the gradient in W of <G, phi_W(X_n)> for a cotangent G in F_p^{d_l x t}
+  (reverse mode, one cotangent per row; any rows of S J span a subspace of J's row space).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .architecture import Architecture
+from .checks import bad_value
+from .exact import left_kernel_mod_p, nullspace_mod_p, pivot_columns_mod_p, rank_mod_p
+from .parameters import LayerWeights
+from .symmetries import symmetry_tangents
+
+# p < 2^31 and operands split into 16-bit halves: one term of a product is < 2^31 * 2^16 = 2^47,
+# so an inner dimension below 2^16 keeps every int64 sum exact.
+MAX_PRIME_BITS = 31
+_HALF = 16
+_MAX_INNER = 2 ** 15
+
+
+def check_word_prime(p: int) -> int:
+    """Return `p` if it is below 2^31 (the bound `matmul_mod` relies on)."""
+    if p >= 2 ** MAX_PRIME_BITS:
+        raise bad_value("prime", f"a prime below 2^{MAX_PRIME_BITS} for the exact Jacobian", p,
+                        "Pass a prime such as 2147483629.")
+    return p
+
+
+def matmul_mod(A: torch.Tensor, B: torch.Tensor, p: int) -> torch.Tensor:
+    """(A @ B) mod p for int64 residues in [0, p), p < 2^31, inner dimension < 2^15 (batched OK).
+
+    Math: B = B_lo + 2^16 B_hi with 0 <= B_lo, B_hi < 2^16, so
+    A B = A B_lo + 2^16 ((A B_hi) mod p); each int64 sum has terms < 2^47: exact.
+    """
+    assert A.shape[-1] < _MAX_INNER
+    lo = B & (2 ** _HALF - 1)
+    hi = B >> _HALF
+    out = torch.matmul(A, hi).remainder_(p).mul_(2 ** _HALF)
+    out += torch.matmul(A, lo)
+    return out.remainder_(p)
+
+
+def random_residues(shape: tuple[int, ...], p: int, gen: torch.Generator) -> torch.Tensor:
+    """Uniform residues in [0, p) (torch.randint: integer sampling, no floating point)."""
+    return torch.randint(0, p, shape, generator=gen, dtype=torch.int64)
+
+
+def random_weights_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> LayerWeights:
+    """Uniformly random Q_i, K_i, V_i over F_p, shapes as in `arch.layer_shapes()`."""
+    Qs, Ks, Vs = [], [], []
+    for shapes in arch.layer_shapes():
+        Qs.append(random_residues(shapes["Q"], p, gen))
+        Ks.append(random_residues(shapes["K"], p, gen))
+        Vs.append(random_residues(shapes["V"], p, gen))
+    return LayerWeights(tuple(Qs), tuple(Ks), tuple(Vs))
+
+
+def forward_mod_p(weights: LayerWeights, X: torch.Tensor, p: int,
+                  keep: list | None = None) -> torch.Tensor:
+    """phi_W(X) mod p, X of shape (N, d_0, t); same evaluation order as `maps.forward`.
+
+    If `keep` is a list, the per-layer intermediates (Z, U, W, S, Y) are appended to it.
+    """
+    Z = X
+    for Q, K, V in zip(weights.Q, weights.K, weights.V):
+        U = matmul_mod(Q, Z, p)                      # (N, a, t)
+        W = matmul_mod(K, Z, p)                      # (N, a, t)
+        S = matmul_mod(U.transpose(-1, -2), W, p)    # (N, t, t), S_ji = z_j^T Q^T K z_i
+        Y = matmul_mod(V, Z, p)                      # (N, d', t)
+        if keep is not None:
+            keep.append((Z, U, W, S, Y))
+        Z = matmul_mod(Y, S, p)
+    return Z
+
+
+def jacobian_rows_mod_p(weights: LayerWeights, X: torch.Tensor, G: torch.Tensor, p: int) -> torch.Tensor:
+    """Rows g^T J_n over F_p: the gradient in W of <G[n, k], phi_W(X_n)>, shape (N * r, n_params).
+
+    X: (N, d_0, t) inputs; G: (N, r, d_l, t) cotangents (r per sample). Columns follow
+    `Architecture.param_layout` (Q_1, K_1, V_1, Q_2, ...; row-major). Hand-written reverse mode:
+      dY = G S^T, dS = Y^T G, dU = W dS^T, dW = U dS,
+      dV = dY Z^T, dQ = dU Z^T, dK = dW Z^T, dZ = V^T dY + Q^T dU + K^T dW.
+    """
+    keep: list = []
+    forward_mod_p(weights, X, p, keep)
+    N, r = G.shape[:2]
+    blocks: list[list[torch.Tensor]] = []
+    for i in reversed(range(len(keep))):
+        Z, U, W, S, Y = (x.unsqueeze(1) for x in keep[i])   # broadcast over the r cotangents
+        Zt = Z.transpose(-1, -2)
+        dY = matmul_mod(G, S.transpose(-1, -2), p)
+        dS = matmul_mod(Y.transpose(-1, -2), G, p)
+        dU = matmul_mod(W, dS.transpose(-1, -2), p)
+        dW = matmul_mod(U, dS, p)
+        blocks.append([matmul_mod(dU, Zt, p), matmul_mod(dW, Zt, p), matmul_mod(dY, Zt, p)])
+        if i > 0:
+            G = (matmul_mod(weights.V[i].T, dY, p) + matmul_mod(weights.Q[i].T, dU, p)
+                 + matmul_mod(weights.K[i].T, dW, p)).remainder_(p)
+    flat = [b.reshape(N * r, -1) for layer in reversed(blocks) for b in layer]
+    return torch.cat(flat, dim=1)
+
+
+def products_mod_p(weights: LayerWeights, p: int) -> list[torch.Tensor]:
+    """P_0 = I, P_i = V_i ... V_1 mod p (Eq. 8), for i = 0..l-1."""
+    d0 = weights.V[0].shape[1]
+    P = torch.eye(d0, dtype=torch.int64)
+    out = [P]
+    for V in weights.V[:-1]:
+        P = matmul_mod(V, P, p)
+        out.append(P)
+    return out
+
+
+# NOTE: [hidden symmetries: sound kernel tangents]
+# phi_W depends on layer j's weights only through A'_j = P^T Q_j^T K_j P and V_j P (Eq. 8,
+# P = P_{j-1}), and, when some earlier layer i < j has a_i = 1, only through the symmetric part
+# of A'_j: after a key width 1, Z'_i = (Z Z^T A'_i Z) has rank one, u w^T, and every later layer
+# maps u w^T to (w^T w)(u^T A' u) V u w^T, which sees only u^T A' u. So every (dQ_j, dK_j, dV_j)
+# in the kernel of the linear map
+#     L_j: (dQ, dK, dV) -> ( P^T (Q^T dK + dQ^T K) P  [symmetrised if an earlier a_i = 1],  dV P )
+# is tangent to a fiber and lies in ker dPhi_W. When rank P < d_{j-1} (a narrower earlier layer)
+# this adds the directions dQ = E N^T, dK = E N^T, dV = F N^T with N^T P = 0 (MATH.md section 4).
+# Soundness of the upper bound needs the kernel at our F_p point to be the specialisation of a
+# polynomial kernel family, i.e. rank_p L_j(w) = generic rank of L_j. rank_p <= generic always,
+# and the generic rank is at most the dimension of the image of (Q, K) -> P^T Q^T K P: matrices
+# of rank <= r = min(a_j, m) with row and column space in the m-dimensional row space of P
+# (m = min(d_0..d_{j-1}) = generic rank P), of dimension r (2m - r); symmetrised, also at most
+# m (m + 1) / 2. For dV -> dV P the generic rank is d_j m. A block whose F_p rank reaches its bound
+# is used (then its kernel basis spans the same space as Cramer-rule polynomial vectors built
+# from a non-vanishing maximal minor); a block that falls short is skipped and reported.
+
+def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
+                             ) -> tuple[torch.Tensor, list[str], list[str]]:
+    """Kernel tangents of every layer's L_j over F_p (see the NOTE above), rows of length n_params.
+
+    Returns (rows, labels, skipped) where `skipped` names blocks left out for soundness.
+    Exact over F_p; the rows lie in the kernel of the Jacobian at `weights` mod p.
+    """
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    products = products_mod_p(weights, p)
+    rows, labels, skipped = [], [], []
+    for j in range(1, arch.n_layers + 1):
+        Q, K, P = weights.Q[j - 1], weights.K[j - 1], products[j - 1]
+        a, d_in = Q.shape
+        d_out, d0 = weights.V[j - 1].shape[0], P.shape[1]
+        m = min(arch.widths[:j])
+        if rank_mod_p(P.numpy(), p) != m:
+            skipped.append(f"layer {j}: rank P_{j - 1} mod p below its generic rank {m}")
+            continue
+        symmetric = any(k == 1 for k in arch.keys[:j - 1])
+        r = min(a, m)
+        bound = r * (2 * m - r)
+        if symmetric:
+            bound = min(bound, m * (m + 1) // 2)
+        # Columns of L_j on dQ = e_rs and dK = e_rs: outer(P[s], (K P)[r]) and outer((Q P)[r], P[s]).
+        QP, KP = matmul_mod(Q, P, p), matmul_mod(K, P, p)
+        dq = (P[None, :, :, None] * KP[:, None, None, :]) % p       # (a, d_in, d0, d0)
+        dk = (QP[:, None, :, None] * P[None, :, None, :]) % p
+        cols = torch.cat([dq.reshape(a * d_in, d0, d0), dk.reshape(a * d_in, d0, d0)])
+        if symmetric:
+            cols = (cols + cols.transpose(-1, -2)) % p
+        L = cols.reshape(2 * a * d_in, d0 * d0).T.numpy()
+        if m == d_in and not symmetric and a <= d_in:
+            pass  # ker L_j is the GL(a_j) orbit of Lemma 3.1, already in symmetry_tangents
+        elif rank_mod_p(L, p) == bound:
+            kernel = torch.from_numpy(nullspace_mod_p(L, p)).T        # (k, 2 a d_in)
+            block = torch.zeros((kernel.shape[0], arch.n_params), dtype=torch.int64)
+            block[:, offsets[f"Q_{j}"]: offsets[f"Q_{j}"] + a * d_in] = kernel[:, : a * d_in]
+            block[:, offsets[f"K_{j}"]: offsets[f"K_{j}"] + a * d_in] = kernel[:, a * d_in:]
+            rows.append(block)
+            labels += [f"ker L_{j} (Q, K)"] * kernel.shape[0]
+        else:
+            skipped.append(f"layer {j}: (Q, K) block rank mod p below its bound {bound}")
+        if m < d_in:  # dV = e_r nu^T with nu^T P = 0 (rank P = m checked above)
+            left = torch.from_numpy(left_kernel_mod_p(P.numpy(), p))   # (d_in - m, d_in)
+            block = torch.zeros((left.shape[0], d_out, arch.n_params), dtype=torch.int64)
+            start = offsets[f"V_{j}"]
+            for r_ in range(d_out):
+                block[:, r_, start + r_ * d_in: start + (r_ + 1) * d_in] = left
+            rows.append(block.reshape(-1, arch.n_params))
+            labels += [f"ker L_{j} (V)"] * (left.shape[0] * d_out)
+    if not rows:
+        return torch.zeros((0, arch.n_params), dtype=torch.int64), labels, skipped
+    return torch.cat(rows), labels, skipped
+
+
+def all_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
+                          ) -> tuple[torch.Tensor, list[str], list[str]]:
+    """Known symmetry tangents (`symmetry_tangents`) plus the hidden ones, reduced mod p."""
+    known, labels = symmetry_tangents(arch, weights)
+    hidden, hidden_labels, skipped = hidden_symmetry_tangents(arch, weights, p)
+    return torch.cat([known % p, hidden]), labels + hidden_labels, skipped
+
+
+def staircase_rank_mod_p(matrix: torch.Tensor, boundaries: list[int], p: int) -> tuple[int, list[int]]:
+    """Exact rank over F_p of a matrix whose rows each touch few column blocks, block by block.
+
+    `boundaries` = [0, c_1, ..., n] splits the columns into blocks. Returns the rank and pivot
+    columns Pi with matrix[:, Pi] of full row rank (rank(matrix) = |Pi|).
+    Math: for the rows S touching block b (and none before), with M = S[:, block b],
+    rank = rank M + rank(rows not in S, and y^T S for every y in the left kernel of M).
+    Exact Gaussian elimination organised by blocks; no probability involved.
+    """
+    current, rank, pivots = matrix, 0, []
+    for lo, hi in zip(boundaries[:-1], boundaries[1:]):
+        touches = (current[:, lo:hi] != 0).any(dim=1)
+        S, current = current[touches], current[~touches]
+        if S.shape[0] == 0:
+            continue
+        M = S[:, lo:hi].numpy()
+        found = pivot_columns_mod_p(M, p)
+        rank += len(found)
+        pivots += [lo + c for c in found]
+        if len(found) < S.shape[0]:
+            Y = torch.from_numpy(left_kernel_mod_p(M, p))
+            current = torch.cat([current, matmul_mod(Y, S, p)])
+    return rank, pivots

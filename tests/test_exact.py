@@ -1,0 +1,221 @@
+"""Exact (over F_p) and certified dimensions of lightning networks (issue 3; MATH.md 4, 6, 7)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from neuromanifold import Architecture, numerical_dim
+from neuromanifold.cli import main
+from neuromanifold.dimension import neuromanifold_dim
+from neuromanifold.exact import DEFAULT_PRIME, check_prime, rank_mod_p
+from neuromanifold.exact_dimension import degree_bound, exact_dim
+from neuromanifold.jacobians import jacobian
+from neuromanifold.maps import forward
+from neuromanifold.modular import (all_symmetry_tangents, forward_mod_p, hidden_symmetry_tangents,
+                                   jacobian_rows_mod_p, matmul_mod, random_residues,
+                                   random_weights_mod_p)
+from neuromanifold.parameters import flatten
+from neuromanifold.symmetries import symmetry_tangents
+
+P = DEFAULT_PRIME
+
+
+def full_jacobian_mod_p(arch, weights, n_samples, p, gen):
+    """The whole Jacobian over F_p: one identity cotangent per output entry."""
+    X = random_residues((n_samples, arch.widths[0], arch.tokens), p, gen)
+    eye = torch.eye(arch.widths[-1] * arch.tokens, dtype=torch.int64)
+    G = eye.reshape(-1, arch.widths[-1], arch.tokens).expand(n_samples, -1, -1, -1).contiguous()
+    return jacobian_rows_mod_p(weights, X, G, p)
+
+
+def test_default_prime_is_a_word_prime():
+    """DEFAULT_PRIME is prime and below 2^31 (products of residues fit in int64)."""
+    assert check_prime("prime", DEFAULT_PRIME) == DEFAULT_PRIME < 2 ** 31
+
+
+def test_non_prime_rejected():
+    """A composite modulus is rejected with the template message."""
+    with pytest.raises(ValueError, match=r"`prime` must be a prime >= 3; got 100\. Pass a prime"):
+        exact_dim(Architecture((3, 3), (2,), 3), prime=100)
+
+
+def test_prime_above_word_size_rejected():
+    """A prime >= 2^31 is rejected by the exact Jacobian (int64 products would overflow)."""
+    with pytest.raises(ValueError, match=r"`prime` must be a prime below 2\^31"):
+        exact_dim(Architecture((3, 3), (2,), 3), prime=2147483659)
+
+
+def test_rank_of_known_matrices():
+    """rank_mod_p: a 7 x 11 product through rank 3 has rank 3; p-divisible entries vanish."""
+    gen = torch.Generator().manual_seed(3)
+    B, C = random_residues((7, 3), P, gen), random_residues((3, 11), P, gen)
+    assert rank_mod_p(matmul_mod(B, C, P).numpy(), P) == 3
+    assert rank_mod_p(np.array([[1, 2], [3, 6 + 5]]), 5) == 1
+    assert rank_mod_p(np.diag([1, 2, 3, 13, 0]), 13) == 3
+
+
+def test_matmul_mod_is_exact():
+    """matmul_mod equals Python big-integer arithmetic reduced mod p."""
+    gen = torch.Generator().manual_seed(4)
+    A, B = random_residues((5, 7), P, gen), random_residues((7, 3), P, gen)
+    ref = [[sum(int(A[i, k]) * int(B[k, j]) for k in range(7)) % P for j in range(3)] for i in range(5)]
+    assert matmul_mod(A, B, P).tolist() == ref
+
+
+def test_modular_rows_match_float_jacobian():
+    """Reverse-mode rows mod p equal G^T J of the float64 forward-mode Jacobian (small integers)."""
+    arch = Architecture((3, 5, 2), (2, 3), 3)
+    gen = torch.Generator().manual_seed(0)
+    W = random_weights_mod_p(arch, 2, gen)  # entries 0/1: every float64 value below is exact
+    X = random_residues((2, 3, 3), 2, gen)
+    G = random_residues((2, 4, 2, 3), 3, gen)
+    rows = jacobian_rows_mod_p(W, X, G, P)
+    Wf = W.map(lambda x: x.double())
+    J = jacobian(arch, flatten(Wf), X.double()).reshape(2, 6, -1)
+    ref = torch.einsum("nkc,ncq->nkq", G.double().reshape(2, 4, 6), J).reshape(8, -1)
+    assert ref.abs().max() < 2 ** 52
+    assert torch.equal(ref.to(torch.int64) % P, rows)
+    assert torch.equal(forward(arch, Wf, X.double()).to(torch.int64) % P, forward_mod_p(W, X, P))
+
+
+@pytest.mark.parametrize("widths,keys", [((3, 5, 3), (2, 2)), ((3, 4, 5), (2, 2)),
+                                         ((3, 3, 3), (1, 2)), ((5, 3, 3, 5), (2, 2, 2))])
+def test_symmetry_tangents_in_kernel(widths, keys):
+    """Every symmetry tangent, hidden ones included, satisfies J T^T = 0 over F_p exactly."""
+    arch = Architecture(widths, keys, 3)
+    gen = torch.Generator().manual_seed(5)
+    W = random_weights_mod_p(arch, P, gen)
+    T, labels, skipped = all_symmetry_tangents(arch, W, P)
+    J = full_jacobian_mod_p(arch, W, 3, P, gen)
+    assert not skipped and len(labels) == T.shape[0]
+    assert torch.count_nonzero(matmul_mod(J, T.T.contiguous(), P)) == 0
+
+
+@pytest.mark.parametrize("widths,keys,fiber,eq14", [
+    ((3, 5, 3), (2, 2), 39, 27), ((3, 4, 5), (2, 2), 31, 34), ((3, 3, 3), (1, 2), 18, 20)])
+def test_hidden_tangents_close_the_gap(widths, keys, fiber, eq14):
+    """Known tangents alone leave the Eq. 14 gap; adding the hidden ones gives the true fiber."""
+    arch = Architecture(widths, keys, 3)
+    W = random_weights_mod_p(arch, P, torch.Generator().manual_seed(6))
+    known, _ = symmetry_tangents(arch, W)
+    assert arch.n_params - rank_mod_p((known % P).numpy(), P) == eq14
+    T, _, _ = all_symmetry_tangents(arch, W, P)
+    assert rank_mod_p(T.numpy(), P) == fiber
+    assert hidden_symmetry_tangents(arch, W, P)[0].shape[0] > 0
+
+
+@pytest.mark.parametrize("widths,keys,truth", [
+    ((3, 3), (2,), 16), ((4, 3), (6,), 27), ((3, 3, 3), (2, 2), 23),
+    ((4, 4, 4, 4), (2, 2, 2), 49), ((5, 3, 3, 5), (2, 2, 2), 50), ((6, 4, 2, 4), (2, 2, 2), 53)])
+def test_certified_where_formula_holds(widths, keys, truth):
+    """Eq. 7 / Eq. 14 values are certified: exact lower bound == symmetry upper bound."""
+    r = exact_dim(Architecture(widths, keys, 3), seed=1)
+    assert (r.dimension, r.status, r.method) == (truth, "certified", "certified")
+    assert r.lower_bound == r.upper_bound == truth == r.formula.value
+    assert r.failure_probability == 0.0 and r.prime == P
+    assert r.dimension + r.fiber_dim == r.n_params
+
+
+@pytest.mark.parametrize("widths,keys,truth,formula", [
+    ((3, 5, 3), (2, 2), 23, 27), ((3, 4, 5), (2, 2), 29, 34), ((3, 3, 3), (1, 2), 18, 20),
+    ((2, 3, 5), (1, 1), 14, 18)])
+def test_certified_where_eq14_fails(widths, keys, truth, formula):
+    """Where Eq. 14 fails (MATH.md section 4) the true value is certified and Eq. 14 marked failing."""
+    r = exact_dim(Architecture(widths, keys, 3), seed=2)
+    assert (r.dimension, r.lower_bound, r.upper_bound, r.status) == (truth, truth, truth, "certified")
+    assert r.formula.value == formula and not r.formula.hypotheses_hold
+
+
+@pytest.mark.parametrize("widths,keys,t", [((3, 5, 2), (2, 3), 3), ((4, 3), (2,), 2),
+                                           ((2, 3, 5), (3, 2), 4), ((4, 2, 3), (5, 1), 2),
+                                           ((2, 3, 5), (1, 1), 3)])
+def test_exact_equals_numerical(widths, keys, t):
+    """The exact rank over F_p equals the float64 numerical rank (independent paths)."""
+    arch = Architecture(widths, keys, t)
+    exact = exact_dim(arch, certify=False, seed=3)
+    numerical = numerical_dim(arch, seed=3)
+    assert numerical.status == "settled"
+    assert exact.dimension == numerical.dimension
+
+
+def test_plain_exact_is_a_lower_bound():
+    """certify=False reports a lower bound with its Schwartz-Zippel probability, no upper bound."""
+    arch = Architecture((3, 3, 3), (2, 2), 3)
+    r = exact_dim(arch, certify=False, seed=0)
+    assert (r.method, r.status, r.dimension, r.upper_bound) == ("exact", "lower-bound", 23, None)
+    assert r.failure_probability == pytest.approx(arch.n_params * degree_bound(arch) / P)
+    assert degree_bound(arch) == 12 + 9 and degree_bound(Architecture((3, 3), (2,), 3)) == 6
+
+
+def test_too_few_samples_give_lower_bound():
+    """With N fixed too small the rank is capped by N t d_l rows and is not certified."""
+    r = exact_dim(Architecture((3, 3, 3), (2, 2), 3), samples=1, seed=0)
+    assert r.status == "lower-bound" and r.dimension <= 9 < r.upper_bound == 23
+
+
+def test_dispatch_and_softmax_rejected():
+    """neuromanifold_dim routes auto to certified for lightning and rejects exact for softmax."""
+    assert neuromanifold_dim(Architecture((3, 3), (2,), 3)).method == "certified"
+    with pytest.raises(ValueError, match=r"`method` must be 'numerical' or 'auto' for softmax"):
+        neuromanifold_dim(Architecture((3, 3), (2,), 3, "softmax"), method="exact")
+
+
+def test_cli_certified(capsys):
+    """`dim --method certified` exits 0 and prints the certified dimension with its prime."""
+    code = main(["dim", "--widths", "3,4,5", "--keys", "2,2", "--method", "certified", "--seed", "4"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "29  [certified, certified: 29 <= dim <= 29, p = 2147483629" in out
+
+
+def test_cli_json_and_small_prime(capsys):
+    """--json carries status, bounds and the chosen prime."""
+    code = main(["dim", "--widths", "3,3,3", "--keys", "2,2", "--method", "exact", "--prime", "1000003",
+                 "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (data["dimension"], data["status"], data["prime"]) == (23, "lower-bound", 1000003)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--prime", "100"], "`prime` must be a prime >= 3; got 100."),
+    (["--attention", "softmax", "--method", "exact"], "`method` must be 'numerical' or 'auto'"),
+    (["--method", "numerical", "--prime", "7"], "`prime` must be given only with --method exact")])
+def test_cli_bad_input_exit_2(capsys, args, message):
+    """Bad --prime or softmax with --method exact: one line on stderr, exit code 2."""
+    code = main(["dim", "--widths", "3,3,3", "--keys", "2,2"] + args)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_staircase_rank_and_free_columns():
+    """Block-wise rank of the tangents equals the plain exact rank; J keeps its rank on free columns."""
+    from neuromanifold.exact_dimension import _layer_boundaries
+    from neuromanifold.modular import staircase_rank_mod_p
+    arch = Architecture((3, 5, 4, 2), (2, 3, 2), 3)
+    gen = torch.Generator().manual_seed(7)
+    W = random_weights_mod_p(arch, P, gen)
+    T, _, _ = all_symmetry_tangents(arch, W, P)
+    rank, pivots = staircase_rank_mod_p(T, _layer_boundaries(arch), P)
+    assert rank == rank_mod_p(T.numpy(), P) == len(pivots) == rank_mod_p(T[:, pivots].numpy(), P)
+    J = full_jacobian_mod_p(arch, W, 12, P, gen)
+    free = [c for c in range(arch.n_params) if c not in set(pivots)]
+    assert rank_mod_p(J[:, free].numpy(), P) == rank_mod_p(J.numpy(), P) > 20
+
+
+def test_one_token_stays_a_lower_bound():
+    """t = 1 sees only the symmetric part of A: rank 14 < 16 = symmetry bound, reported as a lower bound."""
+    arch = Architecture((3, 3), (2,), 1)
+    r = exact_dim(arch, seed=0)
+    assert (r.dimension, r.upper_bound, r.status) == (14, 16, "lower-bound")
+    assert 0 < r.failure_probability < 1e-6
+    assert any("bounds do not meet: 14 <= dim M <= 16" in n for n in r.notes)
+
+
+@pytest.mark.slow
+def test_certified_widths_32():
+    """MATH.md section 7: widths 32^4, keys 8^3, t = 8 is certified at 2365 = Eq. 14."""
+    r = exact_dim(Architecture((32, 32, 32, 32), (8, 8, 8), 8), seed=0)
+    assert (r.dimension, r.status) == (2365, "certified")
