@@ -64,10 +64,13 @@ class NumericalRank:
     sigma_before: float
     sigma_after: float
     runner_up_gap: float
+    floor: float = 0.0
 
     def is_ambiguous(self, min_gap: float) -> bool:
-        """Too small a gap, or a second gap nearly as large: the rank is not settled."""
-        return self.gap < min_gap or self.runner_up_gap > self.gap - 2.0
+        """Not settled: too small a gap, a second gap nearly as large, or a singular value below
+        the gap standing well above round-off (a tiny but real direction, not noise)."""
+        return (self.gap < min_gap or self.runner_up_gap > self.gap - 2.0
+                or self.sigma_after > 1e3 * self.floor)
 
 
 def numerical_rank(singular_values: torch.Tensor, n_rows: int, n_cols: int) -> NumericalRank:
@@ -83,7 +86,7 @@ def numerical_rank(singular_values: torch.Tensor, n_rows: int, n_cols: int) -> N
     r = int(order[0]) + 1
     runner = float(gaps[order[1]]) if gaps.numel() > 1 else 0.0
     after = float(s[r]) if r < s.numel() else 0.0
-    return NumericalRank(r, float(gaps[r - 1]), float(s[r - 1]), after, runner)
+    return NumericalRank(r, float(gaps[r - 1]), float(s[r - 1]), after, runner, floor)
 
 
 @dataclass(frozen=True)
