@@ -125,3 +125,16 @@ def test_zero_like_inputs_do_not_crash():
     """Ambiguity machinery handles an all-zero spectrum (rank 0)."""
     nr = numerical_rank(torch.zeros(3, dtype=torch.float64), 5, 3)
     assert nr.rank == 0
+
+
+def test_tiny_real_singular_value_never_settled_wrong():
+    """Sweep regression: (2,2,2,6), keys (2,4,3), seed 0 once read 20 'settled'; certified is 21."""
+    r = numerical_dim(Architecture((2, 2, 2, 6), (2, 4, 3), 3), seed=0)
+    assert r.dimension == 21 or r.status == "ambiguous"
+
+
+def test_dependent_tangents_split_without_leak():
+    """a_2 > d_1 makes GL(a_2) tangents dependent; the split still keeps them in ker J (no leak)."""
+    r = numerical_dim(Architecture((6, 2, 6, 2), (4, 3, 2), 3, "softmax"), seed=0)
+    assert r.upper_bound == r.n_params - 68
+    assert (r.dimension, r.status) == (52, "settled")

@@ -97,10 +97,11 @@ class KernelSplit:
     P - r columns instead of P (the dense SVD is the cost, cubic in the columns). `leak` measures
     ||J Q1|| / ||J||, which must be round-off for that to hold.
     NOTE: [Safety of the split] Q1 comes from a Householder QR of T^T when its diagonal shows no
-    dependence, else from the eigenvalues of T T^T, whose noise sits near sqrt(eps) of the
-    largest: a tiny true tangent direction can be missed (Q2 then keeps a kernel direction:
-    harmless). Dropping a direction outside ker J would lower the rank; the leak
-    ||J Q1|| / ||J||, checked by the caller, exposes exactly that.
+    dependence, else from the right singular vectors of T above its largest singular-value gap.
+    Missing a true tangent direction is harmless (Q2 then keeps a kernel direction); dropping a
+    direction outside ker J would lower the rank, and the leak ||J Q1|| / ||J||, checked by the
+    caller, exposes exactly that. (Eigenvalues of T T^T are not used: their noise sits near
+    sqrt(eps) and would be counted as tangents.)
     """
 
     householder: torch.Tensor  # geqrf factors of T^T U_r, shape (P, r)
@@ -120,11 +121,10 @@ class KernelSplit:
         diag = householder.diagonal().abs()
         if diag.min() > 1e-8 * diag.max():
             return cls(householder, tau, scaled.shape[0])
-        # Dependent tangents (e.g. a_i > d_{i-1}): keep the r leading eigen-directions of T T^T.
-        evals, evecs = torch.linalg.eigh(scaled @ scaled.T)
-        evals, evecs = evals.flip(0), evecs.flip(1)
-        r = numerical_rank(evals.clamp(min=0).sqrt(), *scaled.shape).rank
-        householder, tau = torch.geqrf(scaled.T @ evecs[:, :r])
+        # Dependent tangents (e.g. a_i > d_{i-1}): their leading right singular vectors.
+        _, sv, vh = torch.linalg.svd(scaled, full_matrices=False)
+        r = numerical_rank(sv, *scaled.shape).rank
+        householder, tau = torch.geqrf(vh[:r].T.contiguous())
         return cls(householder, tau, r)
 
     def reduce(self, J: torch.Tensor) -> tuple[torch.Tensor, float]:
