@@ -153,6 +153,8 @@ def test_too_few_samples_give_lower_bound():
     """With N fixed too small the rank is capped by N t d_l rows and is not certified."""
     r = exact_dim(Architecture((3, 3, 3), (2, 2), 3), samples=1, seed=0)
     assert r.status == "lower-bound" and r.dimension <= 9 < r.upper_bound == 23
+    assert r.method == "exact" and r.failure_probability is None
+    assert any("no probability is claimed" in n for n in r.notes)
 
 
 def test_dispatch_and_softmax_rejected():
@@ -205,13 +207,13 @@ def test_staircase_rank_and_free_columns():
     assert rank_mod_p(J[:, free].numpy(), P) == rank_mod_p(J.numpy(), P) > 20
 
 
-def test_one_token_stays_a_lower_bound():
-    """t = 1 sees only the symmetric part of A: rank 14 < 16 = symmetry bound, reported as a lower bound."""
+def test_one_token_certified_through_symmetric_part():
+    """t = 1 sees only the symmetric part of A: the antisymmetric directions are hidden symmetries,
+    so (3,3), a = 2, t = 1 is certified at 14 (< 16 of Eq. 7, whose t >= 2 hypothesis fails)."""
     arch = Architecture((3, 3), (2,), 1)
     r = exact_dim(arch, seed=0)
-    assert (r.dimension, r.upper_bound, r.status) == (14, 16, "lower-bound")
-    assert 0 < r.failure_probability < 1e-6
-    assert any("bounds do not meet: 14 <= dim M <= 16" in n for n in r.notes)
+    assert (r.dimension, r.upper_bound, r.status, r.failure_probability) == (14, 14, "certified", 0.0)
+    assert not r.formula.hypotheses_hold
 
 
 @pytest.mark.slow

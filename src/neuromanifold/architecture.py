@@ -41,6 +41,9 @@ class Architecture:
         tokens = check_int("tokens", self.tokens, minimum=1, fix="Pass t >= 1, e.g. 3.")
         attention = check_choice("attention", self.attention, ATTENTION_KINDS)
         temperature = check_positive_float("temperature", self.temperature)
+        if attention == "lightning" and temperature != 1.0:
+            raise bad_value("temperature", "1 for lightning attention (it scales softmax logits only)",
+                            temperature, "Drop the temperature, or use attention 'softmax'.")
         object.__setattr__(self, "widths", widths)
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "tokens", tokens)

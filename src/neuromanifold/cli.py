@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Optional
@@ -25,7 +26,7 @@ except ImportError:  # pragma: no cover - typer on top of click
 from rich.console import Console
 
 from .architecture import Architecture
-from .checks import NeuromanifoldError, bad_value
+from .checks import NeuromanifoldError, bad_value, check_int
 from .dimension import DimensionResult, neuromanifold_dim
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -34,10 +35,6 @@ err = Console(stderr=True, highlight=False, markup=False)
 
 EXIT_AMBIGUOUS = 1
 EXIT_BAD_INPUT = 2
-
-
-class BadInput(Exception):
-    """A user error already phrased as one line."""
 
 
 # ---------------------------------------------------------------- shared helpers (used by commands)
@@ -84,9 +81,17 @@ def print_json(obj) -> None:
 def describe_formula(result: DimensionResult) -> str:
     """The closed form's value with whether it may be read as the dimension."""
     f = result.formula
+    label = f"{f.name} (conjecture)" if f.conjecture else f.name
     if f.hypotheses_hold:
-        verdict = "agrees" if f.value == result.dimension else "DISAGREES"
-        return f"{f.name} = {f.value} (hypotheses hold: {f.hypotheses}; {verdict})"
+        if result.status in ("settled", "certified"):
+            verdict = "agrees" if f.value == result.dimension else "DISAGREES"
+        elif result.upper_bound is not None and result.lower_bound is not None:
+            low, high = result.lower_bound, result.upper_bound
+            verdict = (f"consistent with {low} <= dim <= {high}" if low <= f.value <= high
+                       else f"outside the bounds {low} <= dim <= {high}")
+        else:
+            verdict = f"not compared: the dimension is {result.status}"
+        return f"{label} = {f.value} (hypotheses hold: {f.hypotheses}; {verdict})"
     return (f"{f.name} would give {f.value}, but its hypotheses fail ({f.hypotheses} required): "
             "not the dimension")
 
@@ -102,7 +107,9 @@ def describe_dimension(result: DimensionResult) -> str:
         if result.lower_bound is not None and result.upper_bound is not None:
             how += f": {result.lower_bound} <= dim <= {result.upper_bound}"
         if result.prime:
-            how += f", p = {result.prime}, P(wrong) <= {result.failure_probability:.1e}"
+            how += f", p = {result.prime}"
+            if result.failure_probability is not None and result.status != "certified":
+                how += f", P(dim > lower bound) <= {result.failure_probability:.1e}"
         how += f", N = {result.n_samples}"
     return f"{result.dimension}  [{how}]"
 
@@ -151,7 +158,9 @@ def dim(
         width = max(len(k) for k, _ in lines)
         for key, value in lines:
             print(f"{key:<{width}}  {value}")
-    if result.status not in ("settled", "certified", "lower-bound"):
+    # A bare lower bound is what `--method exact` asks for; anywhere else it is not settled.
+    done = ("settled", "certified") + (("lower-bound",) if method.lower() == "exact" else ())
+    if result.status not in done:
         raise typer.Exit(EXIT_AMBIGUOUS)
 
 
@@ -177,6 +186,8 @@ def figure3(
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
     check_output_files([png, table], force)
+    check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
+    out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
 
     def report(delta, result):
@@ -297,6 +308,7 @@ def figure1(
     grid: int = typer.Option(110, help="Grid size per axis for sampling the sliced surface."),
 ) -> None:
     """The paper's Figure 1: d = 2, d' = 1, a = 2; exact defining polynomial and a 3-D slice."""
+    check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
     from .figure1 import figure1_data  # noqa: PLC0415
     from .plots import plot_figure1  # noqa: PLC0415
 
@@ -307,6 +319,7 @@ def figure1(
     err.print(f"figure1: seed {seed}")
     if grid < 4:
         raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
+    out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     data = figure1_data(seed=seed, n_grid=grid)
     out.mkdir(parents=True, exist_ok=True)
     text.write_text(data.report())
@@ -416,10 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     except (Abort, KeyboardInterrupt):
         print("neuromanifold: aborted", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, BadInput) as exc:
+    except (ValueError, TypeError, OSError, sqlite3.Error) as exc:
         if debug:
             raise
-        print(f"neuromanifold: error: {exc}", file=sys.stderr)
+        text = str(exc).replace("\n", " ")
+        print(f"neuromanifold: error: {text}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except NeuromanifoldError as exc:
         if debug:

@@ -264,6 +264,12 @@ def neuromanifold_dim(arch: Architecture, *, method: str = "auto", samples: int 
                         "use --method numerical.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
+    if method != "numerical":
+        check_choice("device", device, ("cpu", "cuda", "auto"))
+        if device == "cuda":
+            raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
+                            "Exact arithmetic over F_p runs on the CPU; drop --device or use "
+                            "--method numerical for a GPU run.")
     if method == "numerical":
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
                              progress=progress, **options)

@@ -19,7 +19,7 @@ from .checks import bad_value, check_int
 from .dimension import DimensionResult, Progress
 from .exact import DEFAULT_PRIME, check_prime, rank_mod_p
 from .formulas import effective_width, expected_dim
-from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p,
+from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
@@ -125,7 +125,6 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         keep[pivots] = False
         free_columns = keep.nonzero().flatten()
         notes += [f"hidden symmetry block skipped (soundness check failed): {s}" for s in skipped]
-        del tangents
     target = arch.n_params if upper is None else upper
     # Rows to aim for: the upper bound, or without one the larger closed form (only sizes N;
     # N keeps growing while the rank does, so a low guess costs time, never correctness).
@@ -141,6 +140,13 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     for _round in range(_MAX_ROUNDS):
         t0 = time.perf_counter()
         new_rows = _sample_rows(arch, weights, n_target - n_done, n_rows, p, gen)
+        if free_columns is not None and not blocks:
+            # Every tangent must lie in ker J: check it on the first rows before relying on it.
+            probe = new_rows[:64]
+            if bool(matmul_mod(probe, tangents.T.contiguous(), p).any()):
+                raise RuntimeError("a symmetry tangent is not in the kernel of the exact Jacobian: "
+                                   "the upper bound would be unsound (a bug; please report it).")
+            del tangents
         blocks.append(new_rows if free_columns is None else new_rows[:, free_columns])
         n_done = n_target
         matrix = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
@@ -165,22 +171,27 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         n_target = n_done + max(2, math.ceil(0.25 * n_done),
                                 math.ceil((max(guess, rank) - rank) / arch.tokens ** 2))
 
-    if upper is not None and rank > upper:  # impossible unless a tangent is not in ker J
-        raise RuntimeError(f"exact rank {rank} exceeds the symmetry upper bound {upper}: a bug.")
     certified = upper is not None and rank == upper
-    prob = 0.0 if certified else min(1.0, target * degree_bound(arch) / p)
+    # Schwartz-Zippel bounds P(rank of these rows < their generic rank); it says something about
+    # dim M only once the rows saturate, which we can only claim when the rank stopped growing.
+    prob = 0.0 if certified else (min(1.0, target * degree_bound(arch) / p)
+                                  if reason == "stable rank" else None)
     if certified:
         notes.append(f"certified: exact rank over F_p {rank} = n_params - rank_p(symmetry "
                      f"tangents): a proof, no probability involved")
     else:
         if upper is not None:
             notes.append(f"bounds do not meet: {rank} <= dim M <= {upper}")
-        notes.append(f"lower bound: P(dim M > {rank}) <= {prob:.1e} (Schwartz-Zippel, degree "
-                     f"{degree_bound(arch)} per entry, rank <= {target}), provided N = {n_done} "
-                     f"samples x {n_rows} rows suffice" + (f" ({reason})" if reason else ""))
+        if prob is None:
+            notes.append(f"lower bound only: the rank was still growing or N = {n_done} was fixed, "
+                         "so more samples may raise it; no probability is claimed")
+        else:
+            notes.append(f"lower bound: P(dim M > {rank}) <= {prob:.1e} (Schwartz-Zippel, degree "
+                         f"{degree_bound(arch)} per entry, rank <= {target}), provided N = {n_done} "
+                         f"samples x {n_rows} rows suffice (the rank stopped growing)")
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
-        method="certified" if certify else "exact",
+        method="certified" if certified else "exact",
         status="certified" if certified else "lower-bound", formula=expected_dim(arch),
         conjecture=effective_width(arch), lower_bound=rank, upper_bound=upper, n_samples=n_done,
         seed=seed, prime=p, failure_probability=prob,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from .architecture import Architecture
-from .checks import bad_value
+from .checks import bad_value, check_int
 from .dimension import DimensionResult, numerical_dim
 
 # The paper's Figure 3 setting: l = 2, t = 3, a_i = 2, d_i = delta, N = 250.
@@ -48,6 +48,7 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
     Each point starts at N = `samples` input sequences (the paper's 250) and grows N if the rank
     has not saturated. Rows carry `status` so that an ambiguous point is never read as settled.
     """
+    samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     rows = []
     for delta in deltas or list(range(3, 11)):
         arch = figure3_architecture(delta, attention)

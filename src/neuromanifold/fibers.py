@@ -31,9 +31,9 @@ import numpy as np
 import torch
 
 from .architecture import Architecture
-from .checks import bad_value, check_choice, check_int
+from .checks import bad_value, check_choice, check_int, check_positive_float
 from .maps import forward
-from .parameters import AttentionWeights, LayerWeights
+from .parameters import AttentionWeights, LayerWeights, integral_tensors
 from .symmetries import act_between_layers, act_keys, act_rescale
 
 DEFAULT_TOLERANCE = 1e-8
@@ -93,9 +93,9 @@ def random_fiber_point(arch: Architecture, weights: LayerWeights, seed: int = 0)
 # ---------------------------------------------------------------- function identity
 
 def is_integral(weights: LayerWeights) -> bool:
-    """True when every entry of every block is a whole number (so exact arithmetic applies)."""
-    return all(bool(torch.all(t == torch.round(t))) and bool(torch.all(torch.isfinite(t)))
-               for t in (*weights.Q, *weights.K, *weights.V))
+    """True when every entry is a whole number of size <= 2^24 (so exact arithmetic applies:
+    larger float64 "integers" may already have been rounded when the weights were stored)."""
+    return integral_tensors(*weights.Q, *weights.K, *weights.V)
 
 
 def _to_rational(tensor: torch.Tensor) -> np.ndarray:
@@ -187,6 +187,7 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
     W2 = _check_weights(arch, other, "other")
     method = check_choice("method", method, ("auto", "exact", "numerical"))
     n_points = check_int("n_points", n_points, minimum=1, fix="Pass e.g. 8.")
+    tolerance = check_positive_float("tolerance", tolerance)
     if method == "exact" and arch.attention != "lightning":
         raise bad_value("method", "'numerical' or 'auto' for softmax networks", method,
                         "Softmax networks are not polynomial; use method='numerical'.")

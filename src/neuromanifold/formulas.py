@@ -77,7 +77,9 @@ def eq16(arch: Architecture) -> FormulaValue:
     value = _layer_terms(arch.widths, arch.keys, arch.widths[-1])
     if arch.n_layers == 1:
         return FormulaValue("Eq. 16", value, arch.tokens >= 2, "one layer, t >= 2 (Theorem 3.9)")
-    return FormulaValue("Eq. 16", value, _deep_hypotheses(arch), _DEEP_TEXT)
+    return FormulaValue("Eq. 16", value, _deep_hypotheses(arch),
+                        _DEEP_TEXT + "; Conjecture 3.10, a proof reported by Konda 2026",
+                        conjecture=True)
 
 
 def effective_width(arch: Architecture) -> FormulaValue:

@@ -30,7 +30,7 @@ from .checks import bad_value, check_int
 from .exact import DEFAULT_PRIME, rank_mod_p, rank_rational
 from .jacobians import numerical_rank
 from .maps import forward_attention
-from .parameters import AttentionWeights, LayerWeights
+from .parameters import AttentionWeights, LayerWeights, integral_tensors
 
 # Relative singular-value tolerance for the ranks of A, V and [A | V^T] from floats.
 DEFAULT_RANK_TOLERANCE = 1e-9
@@ -89,10 +89,6 @@ def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:
         return A, weights.V[0].to(torch.float64), A.shape[0]
     raise TypeError(f"`weights` must be LayerWeights or AttentionWeights; got {type(weights).__name__}. "
                     "Read them with read_weights(path).")
-
-
-def _integral(*tensors: torch.Tensor) -> bool:
-    return all(bool(torch.all(t == torch.round(t))) for t in tensors)
 
 
 def _rank(M: torch.Tensor, exact: bool, tol: float) -> int:
@@ -161,7 +157,7 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
     tokens = check_int("tokens", tokens, minimum=1, fix="Pass t >= 2 (Theorem 3.4 needs t >= 2).")
     seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
     d, d_out = A.shape[0], V.shape[0]
-    exact = _integral(A, V)
+    exact = integral_tensors(A, V)
     rank_A, rank_V = _rank(A, exact, rank_tolerance), _rank(V, exact, rank_tolerance)
     rank_joint = _rank(torch.cat([A, V.T], dim=1), exact, rank_tolerance)
     A_zero, V_zero = rank_A == 0, rank_V == 0

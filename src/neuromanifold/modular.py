@@ -36,12 +36,20 @@ def check_word_prime(p: int) -> int:
 
 
 def matmul_mod(A: torch.Tensor, B: torch.Tensor, p: int) -> torch.Tensor:
-    """(A @ B) mod p for int64 residues in [0, p), p < 2^31, inner dimension < 2^15 (batched OK).
+    """(A @ B) mod p for int64 residues in [0, p), p < 2^31 (batched OK).
 
     Math: B = B_lo + 2^16 B_hi with 0 <= B_lo, B_hi < 2^16, so
-    A B = A B_lo + 2^16 ((A B_hi) mod p); each int64 sum has terms < 2^47: exact.
+    A B = A B_lo + 2^16 ((A B_hi) mod p); each int64 sum has < 2^15 terms < 2^47: exact.
+    Longer inner dimensions are split into chunks of < 2^15, each reduced before summing.
     """
-    assert A.shape[-1] < _MAX_INNER
+    inner = A.shape[-1]
+    if inner >= _MAX_INNER:
+        step = _MAX_INNER - 1
+        out = matmul_mod(A[..., :step], B[..., :step, :], p)
+        for start in range(step, inner, step):
+            out += matmul_mod(A[..., start:start + step], B[..., start:start + step, :], p)
+            out.remainder_(p)
+        return out
     lo = B & (2 ** _HALF - 1)
     hi = B >> _HALF
     out = torch.matmul(A, hi).remainder_(p).mul_(2 ** _HALF)
@@ -156,7 +164,7 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         if rank_mod_p(P.numpy(), p) != m:
             skipped.append(f"layer {j}: rank P_{j - 1} mod p below its generic rank {m}")
             continue
-        symmetric = any(k == 1 for k in arch.keys[:j - 1])
+        symmetric = arch.tokens == 1 or any(k == 1 for k in arch.keys[:j - 1])
         r = min(a, m)
         bound = r * (2 * m - r)
         if symmetric:

@@ -19,6 +19,15 @@ from .architecture import Architecture
 from .checks import bad_value
 
 DTYPE = torch.float64
+# Integers up to this size survive float64 storage and the products the exact paths form
+# (A = Q^T K with a < 32 stays below 2^53); larger "integers" may already be rounded.
+EXACT_INTEGER_LIMIT = 2 ** 24
+
+
+def integral_tensors(*tensors: torch.Tensor) -> bool:
+    """True when every entry is a finite whole number of size <= EXACT_INTEGER_LIMIT."""
+    return all(bool(torch.all(torch.isfinite(t))) and bool(torch.all(t == torch.round(t)))
+               and bool(torch.all(t.abs() <= EXACT_INTEGER_LIMIT)) for t in tensors)
 
 
 @dataclass(frozen=True)
