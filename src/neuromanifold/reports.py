@@ -70,17 +70,21 @@ def parse_fix(text: str | None, layers: int) -> dict[str, int]:
     return fixed
 
 
+SETTLED = ("settled", "certified")
+
+
 def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
                   fixed: dict[str, int] | None = None) -> dict[str, dict]:
     """Per attention kind: mean (dimension - formula) over the rows of each (x, y) cell.
 
-    Only rows with l = `layers`, a dimension, and the `fixed` axis values take part; every other
+    Only settled or certified rows with l = `layers` and the `fixed` axis values take part (a
+    lower bound or an ambiguous rank is not a measured dimension); every other
     axis is averaged over. `hold` per cell is 'all', 'some' or 'none' (formula hypotheses hold).
     """
     fixed = fixed or {}
     groups: dict = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["dimension"] is None or len(str(r["keys"]).split(",")) != layers:
+        if r["status"] not in SETTLED or len(str(r["keys"]).split(",")) != layers:
             continue
         if any(axis_value(r, k) != v for k, v in fixed.items()):
             continue
