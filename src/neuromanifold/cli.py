@@ -31,7 +31,7 @@ from .dimension import DimensionResult, neuromanifold_dim
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
-err = Console(stderr=True, highlight=False, markup=False)
+err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
 EXIT_AMBIGUOUS = 1
 EXIT_BAD_INPUT = 2
