@@ -73,7 +73,29 @@ def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: s
                              f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
                              "--scheduler to use a local cluster.") from None
     threads = 1 if (cluster is not None and jobs > 1) else None
-    return _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row)
+    return _Rows(client, cluster,
+                 _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row))
+
+
+class _Rows:
+    """The row stream, closable even before its first row (then the generator's `finally`
+    never runs, so the client and any local cluster are closed here)."""
+
+    def __init__(self, client, cluster, rows: Iterator[dict]):
+        self._client, self._cluster, self._rows = client, cluster, rows
+
+    def __iter__(self) -> Iterator[dict]:
+        return self._rows
+
+    def close(self) -> None:
+        import inspect  # noqa: PLC0415
+
+        never_started = inspect.getgeneratorstate(self._rows) == inspect.GEN_CREATED
+        self._rows.close()
+        if never_started:
+            self._client.close()
+            if self._cluster is not None:
+                self._cluster.close()
 
 
 def _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row

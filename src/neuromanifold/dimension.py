@@ -23,7 +23,7 @@ from .architecture import Architecture
 from .checks import METHODS, AmbiguousRankError, bad_value, check_choice, check_int
 from .formulas import FormulaValue, effective_width, expected_dim
 from .jacobians import KernelSplit, jacobian, numerical_rank
-from .parameters import flatten, random_weights
+from .parameters import flatten, random_weights, seeded_generator
 from .symmetries import symmetry_tangents
 
 # Decades of separation between sigma_r and sigma_{r+1} below which a numerical rank is ambiguous.
@@ -163,7 +163,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         target = max(initial_samples(arch, upper), min_samples or 0)
     if max_samples is None:
         max_samples = max(8 * target, 64)
-    gen = torch.Generator().manual_seed(seed + 7919)
+    gen = seeded_generator(seed, "inputs")
     block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
 
     kept: list[torch.Tensor] = []  # row blocks not yet folded into R

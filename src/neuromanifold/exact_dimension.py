@@ -21,6 +21,7 @@ from .exact import DEFAULT_PRIME, check_prime, rank_mod_p
 from .formulas import effective_width, expected_dim
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
+from .parameters import seeded_generator
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
 _CHUNK_BYTES = 256 * 2 ** 20
@@ -104,7 +105,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     t_jac = t_rank = 0.0
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeded_generator(seed, "exact")
     weights = random_weights_mod_p(arch, p, gen)
     notes: list[str] = []
 

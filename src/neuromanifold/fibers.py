@@ -33,7 +33,7 @@ import torch
 from .architecture import Architecture
 from .checks import bad_value, check_choice, check_int, check_positive_float
 from .maps import forward
-from .parameters import AttentionWeights, LayerWeights, integral_tensors
+from .parameters import AttentionWeights, LayerWeights, integral_tensors, seeded_generator
 from .symmetries import act_between_layers, act_keys, act_rescale
 
 DEFAULT_TOLERANCE = 1e-8
@@ -77,7 +77,7 @@ def random_fiber_point(arch: Architecture, weights: LayerWeights, seed: int = 0)
     """
     weights = _check_weights(arch, weights, "weights")
     seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
-    gen = torch.Generator().manual_seed(seed + 104729)
+    gen = seeded_generator(seed, "fiber-point")
     out = weights
     for i in range(1, arch.n_layers):
         out = act_between_layers(out, i, _random_gl(arch.widths[i], gen))
@@ -163,7 +163,7 @@ def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _numerical_outputs(arch: Architecture, weights: LayerWeights, n_points: int, seed: int) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed + 7919)
+    gen = seeded_generator(seed, "identity-test")
     X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
     return forward(arch, weights, X)
 

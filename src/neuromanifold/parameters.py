@@ -10,6 +10,7 @@ Tensors are torch float64 by default; any torch dtype works for the maps.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -22,6 +23,16 @@ DTYPE = torch.float64
 # Integers up to this size survive float64 storage and the products the exact paths form
 # (A = Q^T K with a < 32 stays below 2^53); larger "integers" may already be rounded.
 EXACT_INTEGER_LIMIT = 2 ** 24
+
+
+def seeded_generator(seed: int, purpose: str) -> torch.Generator:
+    """A torch generator for one purpose ('weights', 'inputs', ...) of one user seed.
+
+    Streams of different purposes never coincide, whatever the seeds (seed + offset schemes
+    made the inputs of seed s the weights of seed s + offset).
+    """
+    digest = hashlib.blake2b(f"{int(seed)}:{purpose}".encode(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
 def integral_tensors(*tensors: torch.Tensor) -> bool:
@@ -152,7 +163,7 @@ def weight_scales(arch: Architecture) -> list[dict[str, float]]:
 def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DTYPE,
                    device: str | torch.device = "cpu") -> LayerWeights:
     """Seeded Gaussian weights, scaled by `weight_scales` (generic with probability one)."""
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = seeded_generator(seed, "weights")
     Qs, Ks, Vs = [], [], []
     for shapes, scale in zip(arch.layer_shapes(), weight_scales(arch)):
         for name, bucket in (("Q", Qs), ("K", Ks), ("V", Vs)):
@@ -164,6 +175,6 @@ def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DT
 def random_inputs(arch: Architecture, n_samples: int, seed: int = 0, *, dtype: torch.dtype = DTYPE,
                   device: str | torch.device = "cpu") -> torch.Tensor:
     """N seeded standard normal input sequences, shape (N, d_0, t) (tokens are columns)."""
-    gen = torch.Generator().manual_seed(int(seed) + 7919)
+    gen = seeded_generator(seed, "inputs")
     X = torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen, dtype=DTYPE)
     return X.to(dtype=dtype, device=device)

@@ -248,7 +248,7 @@ def item_key(item: dict, seed: int) -> str:
              "keys=" + ",".join(map(str, item["keys"])), f"tokens={item['tokens']}",
              f"method={item['method']}"]
     if item["attention"] == "softmax":
-        parts.append(f"temperature={item['temperature']:g}")
+        parts.append(f"temperature={float(item['temperature'])!r}")
     parts.append(f"seed={seed}")
     return ";".join(parts)
 
