@@ -101,3 +101,16 @@ def test_console_script_exit_code():
                            "--keys", "2"], capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("neuromanifold: error: `widths` must be")
+
+
+def test_failed_plot_leaves_no_files(capsys, tmp_path, monkeypatch):
+    """A failure while writing outputs leaves neither the CSV nor temporaries behind."""
+    import neuromanifold.plots as plots
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(plots, "plot_figure3", broken)
+    code, _, err = run(capsys, "figure3", "--deltas", "3", "--out", str(tmp_path))
+    assert code == 2 and "disk full" in err
+    assert list(tmp_path.iterdir()) == []

@@ -28,6 +28,7 @@ from rich.console import Console
 from .architecture import Architecture
 from .checks import NeuromanifoldError, bad_value, check_int
 from .dimension import DimensionResult, neuromanifold_dim
+from .outputs import staged_files
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
@@ -196,12 +197,12 @@ def figure3(
                   f"N = {result.n_samples}, {result.seconds['total']:.2f} s]")
 
     rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device, progress=report)
-    out.mkdir(parents=True, exist_ok=True)
-    with table.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    plot_figure3(rows, png, attention)
+    with staged_files([png, table]) as (png_tmp, table_tmp):
+        with table_tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        plot_figure3(rows, png_tmp, attention)
     if as_json:
         print_json([{k: r[k] for k in ("delta", "n_params", "estimated", "expected", "gap", "status")}
                     for r in rows])
@@ -321,9 +322,9 @@ def figure1(
         raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
     out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     data = figure1_data(seed=seed, n_grid=grid)
-    out.mkdir(parents=True, exist_ok=True)
-    text.write_text(data.report())
-    plot_figure1(data, png)
+    with staged_files([png, text]) as (png_tmp, text_tmp):
+        text_tmp.write_text(data.report())
+        plot_figure1(data, png_tmp)
     print(data.report(), end="")
     print(f"wrote {png} and {text}")
 

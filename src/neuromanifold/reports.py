@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .checks import bad_value
+from .outputs import staged_files
 from .sweeps import read_results
 
 CSV_COLUMNS = (
@@ -133,15 +134,16 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
         raise bad_value("db", "a sweep store with at least one result", str(db),
                         "Run `neuromanifold sweep GRID --db` first.")
     out.mkdir(parents=True, exist_ok=True)
-    with paths[0].open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
-    plot_measured_vs_formula(rows, paths[1])
     cells = heatmap_cells(rows, heat_x, heat_y, heat_layers, fixed)
     fix_text = ", ".join(f"{k} = {v}" for k, v in fixed.items())
-    plot_difference_heatmap(cells, paths[2], heat_x, heat_y,
-                            f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
+    with staged_files(paths) as temps:
+        with temps[0].open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(CSV_COLUMNS))
+            writer.writeheader()
+            for r in rows:
+                writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+        plot_measured_vs_formula(rows, temps[1])
+        plot_difference_heatmap(cells, temps[2], heat_x, heat_y,
+                                f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
     return {"rows": len(rows), "files": [str(p) for p in paths],
             "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values())}
