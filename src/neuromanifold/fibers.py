@@ -130,7 +130,8 @@ class FiberResult:
     `method` is `exact` (rational identity test, `failure_probability` bounds a wrong `True`) or
     `numerical` (float64, relative `tolerance`). `kind` names the fiber: `generic` (known group
     orbit, Theorem 3.7 / Lemma 3.1 / Eq. 9), `unseen` (that group plus changes of weights where a
-    layer never looks, see below), `swap` (Theorem 3.2 case 1), `zero` (phi = 0,
+    layer never looks, see below), `refactored` (the group plus another factorisation
+    Q_i^T K_i of the same A_i, needed when rank A_i < a_i), `swap` (Theorem 3.2 case 1), `zero` (phi = 0,
     Theorem 3.2 case 2), or `unexplained` (same function, no witness found: non-generic weights).
     `witness` is a JSON-serialisable list of moves, applied to W1 in order by `apply_witness`:
     rescale (layer, scale), GL(a_i) (layer, matrix), GL(d_i) (layer, matrix), swap (alpha, beta,
@@ -220,7 +221,7 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
                                "one layer: A = 0 or V = 0); every such pair is in the fiber"}]
             result.witness_residual = None
         else:
-            kind, witness, residual = find_witness(arch, W1, W2, tolerance=max(tolerance, 1e-7))
+            kind, witness, residual = find_witness(arch, W1, W2, tolerance=max(tolerance, 1e-7), seed=seed)
             result.kind, result.witness, result.witness_residual = kind, witness, residual
             if witness is None:
                 notes.append("same function but no element of the known group was found mapping W1 "
@@ -429,8 +430,13 @@ def find_witness(arch: Architecture, W1: LayerWeights, W2: LayerWeights, *,
     moves, cur = _align(arch, W1, W2, rng)
     residual = _blocks_residual(cur, W2)
     if residual <= tolerance:
-        unseen = any(m["move"] == "unseen directions" for m in moves)
-        return ("unseen" if unseen else "generic"), moves, residual
+        # "refactor keys" (another Q, K with the same A when rank A_i < a_i) and "unseen
+        # directions" are not elements of the paper's group: say so in the kind.
+        if any(m["move"] == "unseen directions" for m in moves):
+            return "unseen", moves, residual
+        if any(m["move"] == "refactor keys" for m in moves):
+            return "refactored", moves, residual
+        return "generic", moves, residual
     if arch.n_layers == 1 and arch.attention == "lightning":
         A = W1.Q[0].T @ W1.K[0]
         left, right = _rank_one(A, tolerance), _rank_one(W1.V[0], tolerance)
