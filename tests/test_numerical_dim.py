@@ -1,7 +1,6 @@
 """Numerical dimension against the worked values of MATH.md (issue 2)."""
 
 import json
-import warnings
 
 import pytest
 import torch

@@ -154,13 +154,13 @@ def _range_tuples(source: str, name: str, table: dict, min_length: int, example:
 
 def _scalars(source: str, name: str, value: object, kind: type, check, example: str) -> list:
     if not isinstance(value, list) or not value:
-        raise _grid_error(source, name, f"a non-empty list", value, f"Write e.g. {name} = {example}.")
+        raise _grid_error(source, name, "a non-empty list", value, f"Write e.g. {name} = {example}.")
     for v in value:
         ok = isinstance(v, kind) and not isinstance(v, bool)
         if kind is float:
             ok = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not ok or not check(v):
-            raise _grid_error(source, name, f"a non-empty list of valid values", value,
+            raise _grid_error(source, name, "a non-empty list of valid values", value,
                               f"Write e.g. {name} = {example}.")
     return value
 
