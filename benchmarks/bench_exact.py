@@ -24,7 +24,7 @@ CASES = {16: (4, 6), 24: (8, 12), 32: (8, 8), 48: (16, 16)}
 def run_one(width: int, seed: int) -> dict:
     """Certified dimension of widths (w, w, w, w), keys CASES[w]; figures as a dict."""
     from neuromanifold import Architecture
-    from neuromanifold.exact_dimension import exact_dim
+    from neuromanifold.dimension.exact import exact_dim
 
     keys, tokens = CASES[width]
     arch = Architecture((width,) * 4, (keys,) * 3, tokens)
@@ -42,7 +42,7 @@ def conversion_seconds(n_rows: int, n_cols: int) -> float:
 
     import numpy as np
 
-    from neuromanifold.exact import DEFAULT_PRIME, to_nmod_mat
+    from neuromanifold.dimension.fp import DEFAULT_PRIME, to_nmod_mat
 
     matrix = np.random.default_rng(0).integers(0, DEFAULT_PRIME, (n_rows, n_cols), dtype=np.int64)
     start = time.perf_counter()

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from neuromanifold.experiments import figure3, parse_int_set
+from neuromanifold.experiments.figure3 import figure3, parse_int_set
 
 
 def main() -> None:

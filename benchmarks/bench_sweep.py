@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from neuromanifold.sweeps import load_grid, sweep
+from neuromanifold.sweeps.engine import load_grid, sweep
 
 GRID = """
 widths = {layers = [2], range = [3, 8]}

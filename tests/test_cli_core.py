@@ -40,7 +40,7 @@ def test_dim_text_says_formula_fails(capsys):
 def test_dim_text_formula_agrees(capsys):
     """Where the hypotheses hold the text output shows the formula agreeing."""
     code, out, _ = run(capsys, "dim", "--widths", "4,3", "--keys", "6", "--method", "numerical")
-    assert code == 0 and "Eq. 7 = 27 (hypotheses hold" in out and "agrees" in out
+    assert code == 0 and "Eq. 7 (proved) = 27 (hypotheses hold" in out and "agrees" in out
 
 
 @pytest.mark.parametrize("args,match", [
@@ -105,12 +105,12 @@ def test_console_script_exit_code():
 
 def test_failed_plot_leaves_no_files(capsys, tmp_path, monkeypatch):
     """A failure while writing outputs leaves neither the CSV nor temporaries behind."""
-    import neuromanifold.plots as plots
+    import neuromanifold.experiments.plots as plots
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(plots, "plot_figure3", broken)
     code, _, err = run(capsys, "figure3", "--deltas", "3", "--out", str(tmp_path))
-    assert code == 2 and "disk full" in err
+    assert code == 1 and "disk full" in err and "--debug" in err
     assert list(tmp_path.iterdir()) == []

@@ -8,9 +8,9 @@ import torch
 from neuromanifold import (Architecture, AttentionWeights, eq7, eq14, eq16, effective_width,
                            expected_dim, flatten, forward, forward_attention, forward_closed_form,
                            forward_virtual, random_inputs, random_weights, unflatten)
-from neuromanifold.maps import closed_form_factors
-from neuromanifold.symmetries import act_between_layers, act_keys, act_rescale, symmetry_tangents
-from neuromanifold.jacobians import jacobian
+from neuromanifold.core.maps import closed_form_factors
+from neuromanifold.core.symmetries import act_between_layers, act_keys, act_rescale, symmetry_tangents
+from neuromanifold.dimension.jacobians import jacobian
 
 
 def _arch(widths, keys, t=3, attention="lightning"):

@@ -8,16 +8,16 @@ import torch
 
 from neuromanifold import Architecture, numerical_dim
 from neuromanifold.cli import main
-from neuromanifold.dimension import neuromanifold_dim
-from neuromanifold.exact import DEFAULT_PRIME, check_prime, rank_mod_p
-from neuromanifold.exact_dimension import degree_bound, exact_dim
-from neuromanifold.jacobians import jacobian
-from neuromanifold.maps import forward
-from neuromanifold.modular import (all_symmetry_tangents, forward_mod_p, hidden_symmetry_tangents,
+from neuromanifold.dimension.api import neuromanifold_dim
+from neuromanifold.dimension.fp import DEFAULT_PRIME, check_prime, rank_mod_p
+from neuromanifold.dimension.exact import degree_bound, exact_dim
+from neuromanifold.dimension.jacobians import jacobian
+from neuromanifold.core.maps import forward
+from neuromanifold.dimension.modular import (all_symmetry_tangents, forward_mod_p, hidden_symmetry_tangents,
                                    jacobian_rows_mod_p, matmul_mod, random_residues,
                                    random_weights_mod_p)
-from neuromanifold.parameters import flatten
-from neuromanifold.symmetries import symmetry_tangents
+from neuromanifold.core.parameters import flatten
+from neuromanifold.core.symmetries import symmetry_tangents
 
 P = DEFAULT_PRIME
 
@@ -169,7 +169,7 @@ def test_cli_certified(capsys):
     code = main(["dim", "--widths", "3,4,5", "--keys", "2,2", "--method", "certified", "--seed", "4"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "29  [certified, certified: 29 <= dim <= 29, p = 2147483629" in out
+    assert "29  [certified: 29 <= dim <= 29, p = 2147483629" in out
 
 
 def test_cli_json_and_small_prime(capsys):
@@ -184,7 +184,7 @@ def test_cli_json_and_small_prime(capsys):
 @pytest.mark.parametrize("args,message", [
     (["--prime", "100"], "`prime` must be a prime >= 3; got 100."),
     (["--attention", "softmax", "--method", "exact"], "`method` must be 'numerical' or 'auto'"),
-    (["--method", "numerical", "--prime", "7"], "`prime` must be given only with --method exact")])
+    (["--method", "numerical", "--prime", "7"], "`prime` must be given only with the exact or certified method")])
 def test_cli_bad_input_exit_2(capsys, args, message):
     """Bad --prime or softmax with --method exact: one line on stderr, exit code 2."""
     code = main(["dim", "--widths", "3,3,3", "--keys", "2,2"] + args)
@@ -194,8 +194,8 @@ def test_cli_bad_input_exit_2(capsys, args, message):
 
 def test_staircase_rank_and_free_columns():
     """Block-wise rank of the tangents equals the plain exact rank; J keeps its rank on free columns."""
-    from neuromanifold.exact_dimension import _layer_boundaries
-    from neuromanifold.modular import staircase_rank_mod_p
+    from neuromanifold.dimension.exact import _layer_boundaries
+    from neuromanifold.dimension.modular import staircase_rank_mod_p
     arch = Architecture((3, 5, 4, 2), (2, 3, 2), 3)
     gen = torch.Generator().manual_seed(7)
     W = random_weights_mod_p(arch, P, gen)

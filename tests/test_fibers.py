@@ -8,7 +8,7 @@ import torch
 
 from neuromanifold import Architecture, LayerWeights, forward, random_inputs, random_weights
 from neuromanifold.cli import main
-from neuromanifold.fibers import (apply_witness, canonical_distance, canonical_form, random_fiber_point,
+from neuromanifold.geometry.fibers import (apply_witness, canonical_distance, canonical_form, random_fiber_point,
                                   same_function)
 
 DEEP = Architecture((7, 5, 3, 2), (2, 3, 2), 3)

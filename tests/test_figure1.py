@@ -5,7 +5,7 @@ import pytest
 import sympy
 
 from neuromanifold.cli import main
-from neuromanifold.figure1 import (SYMBOLS, check_span_coordinates, defining_polynomial, evaluate_exact,
+from neuromanifold.experiments.figure1 import (SYMBOLS, check_span_coordinates, defining_polynomial, evaluate_exact,
                                    span_coordinates)
 
 

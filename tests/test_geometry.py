@@ -8,7 +8,7 @@ import torch
 
 from neuromanifold import AttentionWeights, LayerWeights
 from neuromanifold.cli import main
-from neuromanifold.geometry import classify_layer
+from neuromanifold.geometry.classify import classify_layer
 
 ALPHA, BETA, NU = [1, 2, 3], [0, 1, -1], [1, 4]
 KINDS = ["generic", "boundary", "rank-one", "A=0", "V=0"]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from neuromanifold import Architecture, numerical_dim
-from neuromanifold.dimension import AmbiguousRankWarning, require_settled
-from neuromanifold.checks import AmbiguousRankError
-from neuromanifold.jacobians import numerical_rank
+from neuromanifold.dimension.result import AmbiguousRankWarning, require_settled
+from neuromanifold.errors import AmbiguousRankError
+from neuromanifold.dimension.rank import numerical_rank
 
 
 @pytest.mark.parametrize("widths,keys,t,attention,truth", [

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from neuromanifold.cli import main
-from neuromanifold.reports import CSV_COLUMNS, write_report
-from neuromanifold.sweeps import (check_store, compute_item, item_key, load_grid, read_results,
+from neuromanifold.sweeps.report import CSV_COLUMNS, write_report
+from neuromanifold.sweeps.engine import (check_store, compute_item, item_key, load_grid, read_results,
                                   sweep)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -209,7 +209,7 @@ def test_item_past_timeout_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
 
 def test_failing_item_is_a_row_with_status_error(monkeypatch):
     """An exception inside the computation becomes status 'error' with its message, not a crash."""
-    import neuromanifold.dimension as dimension
+    import neuromanifold.dimension.api as dimension
 
     def boom(*_args, **_kwargs):
         raise RuntimeError("solver exploded")

@@ -3,7 +3,7 @@
 import pytest
 
 from neuromanifold import Architecture, neuromanifold_dim, numerical_dim
-from neuromanifold.experiments import parse_int_set
+from neuromanifold.experiments.figure3 import parse_int_set
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

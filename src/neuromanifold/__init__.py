@@ -1,29 +1,90 @@
 """neuromanifold: geometry of the function spaces of self-attention networks.
 
-Implements Henry, Marchetti, Kohn, "Geometry of Lightning Self-Attention: Identifiability and
-Dimension" (ICLR 2025), with exact and certified dimensions. The public API is re-exported here.
+Dimensions (numerical, exact over F_p, certified), fibers and symmetries, and singular points of
+the neuromanifolds of lightning and softmax self-attention networks. The public API is listed in
+`__all__`; names are imported on first use, so `import neuromanifold` stays light (no torch,
+python-flint, dask or matplotlib until a computation needs them).
 """
 
-from .architecture import Architecture
-from .checks import AmbiguousRankError, NeuromanifoldError
-from .dimension import DimensionResult, neuromanifold_dim, numerical_dim
-from .fibers import (FiberResult, apply_witness, canonical_form, random_fiber_point,
-                     same_function)
-from .formulas import FormulaValue, effective_width, eq7, eq14, eq16, expected_dim
-from .geometry import LayerClassification, classify_layer
-from .maps import forward, forward_attention, forward_closed_form, forward_virtual
-from .parameters import (AttentionWeights, LayerWeights, VirtualWeights, flatten, random_inputs,
-                         random_weights, unflatten)
-from .symmetries import act_between_layers, act_keys, act_rescale, symmetry_tangents
-from .weightfiles import WeightFile, read_weights, write_weights
+from __future__ import annotations
 
-__all__ = [
-    "Architecture", "AmbiguousRankError", "NeuromanifoldError", "DimensionResult",
-    "neuromanifold_dim", "numerical_dim", "FormulaValue", "effective_width", "eq7", "eq14", "eq16",
-    "expected_dim", "forward", "forward_attention", "forward_closed_form", "forward_virtual",
-    "AttentionWeights", "LayerWeights", "VirtualWeights", "flatten", "random_inputs",
-    "random_weights", "unflatten", "act_between_layers", "act_keys", "act_rescale",
-    "symmetry_tangents", "FiberResult", "apply_witness", "canonical_form", "random_fiber_point",
-    "same_function", "LayerClassification", "classify_layer", "WeightFile", "read_weights",
-    "write_weights",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+__version__ = "0.2.0.dev0"
+
+# public name -> module (relative to this package) that defines it
+_EXPORTS = {
+    "Architecture": "core.architecture",
+    "LayerWeights": "core.parameters",
+    "AttentionWeights": "core.parameters",
+    "VirtualWeights": "core.parameters",
+    "random_weights": "core.parameters",
+    "random_inputs": "core.parameters",
+    "forward": "core.maps",
+    "symmetry_tangents": "core.symmetries",
+    "expected_dim": "core.formulas",
+    "FormulaValue": "core.formulas",
+    "neuromanifold_dim": "dimension.api",
+    "DimensionResult": "dimension.result",
+    "same_function": "geometry.fibers",
+    "FiberResult": "geometry.fibers",
+    "classify_layer": "geometry.classify",
+    "read_weights": "io.weightfiles",
+    "write_weights": "io.weightfiles",
+    "NeuromanifoldError": "errors",
+    "InputError": "errors",
+    "AmbiguousRankError": "errors",
+    "ComputationError": "errors",
+}
+# Names the README of 0.1 documented at the top level; still importable, listed in docs/api.
+_COMPATIBLE = {
+    "numerical_dim": "dimension.numerical",
+    "flatten": "core.parameters",
+    "unflatten": "core.parameters",
+    "forward_attention": "core.maps",
+    "forward_closed_form": "core.maps",
+    "forward_virtual": "core.maps",
+    "act_between_layers": "core.symmetries",
+    "act_keys": "core.symmetries",
+    "act_rescale": "core.symmetries",
+    "effective_width": "core.formulas",
+    "eq7": "core.formulas",
+    "eq14": "core.formulas",
+    "eq16": "core.formulas",
+    "apply_witness": "geometry.fibers",
+    "canonical_form": "geometry.fibers",
+    "random_fiber_point": "geometry.fibers",
+    "LayerClassification": "geometry.classify",
+    "WeightFile": "io.weightfiles",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name) or _COMPATIBLE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neuromanifold' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | set(_COMPATIBLE))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .core.architecture import Architecture
+    from .core.formulas import FormulaValue, expected_dim
+    from .core.maps import forward
+    from .core.parameters import (AttentionWeights, LayerWeights, VirtualWeights, random_inputs,
+                                  random_weights)
+    from .core.symmetries import symmetry_tangents
+    from .dimension.api import neuromanifold_dim
+    from .dimension.result import DimensionResult
+    from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
+    from .geometry.classify import classify_layer
+    from .geometry.fibers import FiberResult, same_function
+    from .io.weightfiles import read_weights, write_weights

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from .architecture import Architecture
-from .checks import ATTENTION_KINDS, METHODS, bad_value, check_int
+from ..errors import InputError
+from ..core.architecture import Architecture
+from ..core.checks import ATTENTION_KINDS, METHODS, bad_value, check_int
 
 GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description")
 REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
@@ -80,7 +81,7 @@ class Grid:
 
 def shipped_grids() -> list[str]:
     """Names of the grids shipped with the package (usable in place of a path)."""
-    folder = resources.files("neuromanifold") / "grids"
+    folder = resources.files("neuromanifold.sweeps") / "grids"
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -91,13 +92,13 @@ def resolve_grid_path(spec: str | os.PathLike) -> Path:
         return path
     name = str(spec)
     if name in shipped_grids():
-        return Path(str(resources.files("neuromanifold") / "grids" / f"{name}.toml"))
+        return Path(str(resources.files("neuromanifold.sweeps") / "grids" / f"{name}.toml"))
     raise bad_value("grid", "a TOML grid file or a shipped grid name", str(spec),
                     f"Pass a path to an existing file, or one of: {', '.join(shipped_grids())}.")
 
 
-def _grid_error(source: str, name: str, requirement: str, got: object, fix: str) -> ValueError:
-    return ValueError(f"`{name}` in grid {source} must be {requirement}; got {got!r}. {fix}")
+def _grid_error(source: str, name: str, requirement: str, got: object, fix: str) -> InputError:
+    return InputError(f"`{name}` in grid {source} must be {requirement}; got {got!r}. {fix}")
 
 
 def _int_tuples(source: str, name: str, value: object, min_length: int, example: str) -> list[tuple]:
@@ -263,7 +264,7 @@ def estimated_cost(item: dict) -> float:
 
 def compute_item(item: dict) -> dict:
     """The store row of one grid item. Never raises: a failure is a row with status `error`."""
-    from .dimension import neuromanifold_dim  # noqa: PLC0415  (workers import torch lazily)
+    from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (workers import torch lazily)
 
     t0 = time.perf_counter()
     row = _base_row(item)
@@ -287,7 +288,7 @@ def compute_item(item: dict) -> dict:
 
 def _base_row(item: dict) -> dict:
     """Row fields known before computing: the item, its parameter count and closed forms."""
-    from .formulas import effective_width, expected_dim  # noqa: PLC0415
+    from ..core.formulas import effective_width, expected_dim  # noqa: PLC0415
 
     arch = Architecture(item["widths"], item["keys"], item["tokens"], item["attention"],
                         item["temperature"])
@@ -435,7 +436,7 @@ def _worker_main(conn, threads: int | None) -> None:
 
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(threads)
-    from . import dimension  # noqa: F401, PLC0415  (import before the first deadline starts)
+    from ..dimension import exact, numerical  # noqa: F401, PLC0415  (import before the first deadline starts)
 
     try:
         conn.send("ready")
@@ -599,7 +600,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     already in the store, total = items to run) and after each written row ('row').
     Rows are written only by this process; each insert is its own transaction (INSERT OR IGNORE).
     """
-    from .checks import check_choice  # noqa: PLC0415
+    from ..core.checks import check_choice  # noqa: PLC0415
 
     backend = check_choice("backend", backend, ("local", "dask"))
     jobs = check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core).")

@@ -11,7 +11,8 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .checks import bad_value
+from ..errors import InputTypeError
+from ..core.checks import bad_value
 
 # A prime below 2^31 (so that a product of two residues fits in int64 exactly).
 DEFAULT_PRIME = 2_147_483_629
@@ -20,7 +21,7 @@ DEFAULT_PRIME = 2_147_483_629
 def check_prime(name: str, p: object) -> int:
     """Return `p` as an int if it is a prime >= 3; raise the template ValueError otherwise."""
     if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
-        raise TypeError(f"`{name}` must be a prime integer; got {p!r}. Pass e.g. {DEFAULT_PRIME}.")
+        raise InputTypeError(f"`{name}` must be a prime integer; got {p!r}. Pass e.g. {DEFAULT_PRIME}.")
     p = int(p)
     if p < 3 or not flint.fmpz(p).is_prime():
         raise bad_value(name, "a prime >= 3", p, f"Pass a prime such as {DEFAULT_PRIME}.")

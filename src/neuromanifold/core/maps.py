@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from .architecture import Architecture
 from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 
@@ -83,7 +84,7 @@ def closed_form_factors(n_layers: int) -> list[tuple[int, bool]]:
 def forward_closed_form(arch: Architecture, weights: VirtualWeights, X: torch.Tensor) -> torch.Tensor:
     """phi_W(X) = V' X prod_k (X^T S_k X) (Eq. 12); lightning networks only."""
     if arch.attention != "lightning":
-        raise ValueError(f"`arch.attention` must be 'lightning' for the Eq. 12 closed form; got "
+        raise InputError(f"`arch.attention` must be 'lightning' for the Eq. 12 closed form; got "
                          f"{arch.attention!r}. Use forward_virtual for softmax networks.")
     out = X
     for v, transposed in closed_form_factors(arch.n_layers):

@@ -14,14 +14,15 @@ import time
 
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_int
-from .dimension import DimensionResult, Progress
-from .exact import DEFAULT_PRIME, check_prime, rank_mod_p
-from .formulas import effective_width, expected_dim
+from ..errors import ComputationError
+from ..core.architecture import Architecture
+from ..core.checks import bad_value, check_architecture, check_int
+from .result import DimensionResult, Progress
+from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
+from ..core.formulas import effective_width, expected_dim
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
-from .parameters import seeded_generator
+from ..core.seeds import seeded_generator
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
 _CHUNK_BYTES = 256 * 2 ** 20
@@ -90,9 +91,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     N grows until the rank reaches the upper bound or stops changing; `samples` fixes N, `rows`
     the cotangents per sample (default about t^2 + t).
     """
-    if not isinstance(arch, Architecture):
-        raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
-                        "Build one with Architecture(widths=..., keys=..., tokens=...).")
+    check_architecture(arch)
     if not arch.is_polynomial:
         raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
                         "Softmax networks are not polynomial; use method='numerical'.")
@@ -145,7 +144,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
             # Every tangent must lie in ker J: check it on the first rows before relying on it.
             probe = new_rows[:64]
             if bool(matmul_mod(probe, tangents.T.contiguous(), p).any()):
-                raise RuntimeError("a symmetry tangent is not in the kernel of the exact Jacobian: "
+                raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
                                    "the upper bound would be unsound (a bug; please report it).")
             del tangents
         blocks.append(new_rows if free_columns is None else new_rows[:, free_columns])

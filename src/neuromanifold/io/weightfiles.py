@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value
-from .parameters import AttentionWeights, LayerWeights
+from ..core.architecture import Architecture
+from ..core.checks import bad_value
+from ..core.parameters import AttentionWeights, LayerWeights
 
 _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
 

@@ -1,4 +1,4 @@
-"""Input validation shared by every public function, and the project's error classes.
+"""Input validation shared by every public function.
 
 Every message follows one template (STYLE.md, scikit-learn's validation):
 "`name` must be <requirement>; got <value>. <one concrete fix>."
@@ -9,21 +9,20 @@ from __future__ import annotations
 import numbers
 from collections.abc import Sequence
 
+from ..errors import InputError, InputTypeError
+
 ATTENTION_KINDS = ("lightning", "softmax")
 METHODS = ("auto", "numerical", "exact", "certified")
 
 
-class NeuromanifoldError(Exception):
-    """Base class for mathematical outcomes a caller may want to catch."""
+def bad_value(name: str, requirement: str, got: object, fix: str) -> InputError:
+    """Build the one message template used for every bad input."""
+    return InputError(f"`{name}` must be {requirement}; got {got!r}. {fix}")
 
 
-class AmbiguousRankError(NeuromanifoldError):
-    """A numerical rank whose singular-value gap is too small to be trusted."""
-
-
-def bad_value(name: str, requirement: str, got: object, fix: str) -> ValueError:
-    """Build the one ValueError message template used everywhere."""
-    return ValueError(f"`{name}` must be {requirement}; got {got!r}. {fix}")
+def bad_type(name: str, requirement: str, got: object, fix: str) -> InputTypeError:
+    """The same template for an argument of the wrong type."""
+    return InputTypeError(f"`{name}` must be {requirement}; got {got!r}. {fix}")
 
 
 def check_int(name: str, value: object, *, minimum: int = 1, fix: str = "") -> int:
@@ -32,7 +31,7 @@ def check_int(name: str, value: object, *, minimum: int = 1, fix: str = "") -> i
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise TypeError(
+            raise InputTypeError(
                 f"`{name}` must be an integer >= {minimum}; got {value!r}. "
                 f"{fix or f'Pass a whole number such as {max(minimum, 2)}.'}"
             )
@@ -47,7 +46,7 @@ def check_int_tuple(name: str, values: object, *, minimum: int = 1,
                     min_length: int = 1, example: str = "3,3,3") -> tuple[int, ...]:
     """Return `values` as a tuple of ints >= `minimum` with at least `min_length` entries."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise TypeError(
+        raise InputTypeError(
             f"`{name}` must be a sequence of integers; got {values!r}. "
             f"Pass a list such as [{example}]."
         )
@@ -80,7 +79,16 @@ def check_positive_float(name: str, value: object) -> float:
     try:
         out = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise TypeError(f"`{name}` must be a positive number; got {value!r}. Pass e.g. 1.0.") from None
+        raise InputTypeError(f"`{name}` must be a positive number; got {value!r}. Pass e.g. 1.0.") from None
     if not out > 0 or out == float("inf"):
         raise bad_value(name, "a positive finite number", value, "Pass e.g. 1.0.")
     return out
+
+
+def check_architecture(arch: object) -> None:
+    """Raise the template error unless `arch` is an Architecture."""
+    from .architecture import Architecture  # noqa: PLC0415  (architecture imports this module)
+
+    if not isinstance(arch, Architecture):
+        raise bad_type("arch", "an Architecture", type(arch).__name__,
+                       "Build one with Architecture(widths=..., keys=..., tokens=...).")

@@ -22,10 +22,12 @@ from math import gcd
 import numpy as np
 import sympy
 
-from .architecture import Architecture
-from .exact import nullspace_rational, rank_rational
-from .maps import forward_attention
-from .parameters import AttentionWeights
+from ..errors import ComputationError
+from ..core.seeds import seeded_rng
+from ..core.architecture import Architecture
+from ..dimension.fp import nullspace_rational, rank_rational
+from ..core.maps import forward_attention
+from ..core.parameters import AttentionWeights
 
 ARCH = Architecture((2, 1), (2,), 3)
 N_COORDS = 6
@@ -57,7 +59,7 @@ def check_span_coordinates(n_inputs: int = 6, seed: int = 0) -> tuple[int, bool]
     Math: the span of M is the image of T -> (phi(X_1..X_N)); y is a coordinate system iff the
     two linear maps from T have the same kernel: rank [M; B] = rank M = rank B.
     """
-    rng = np.random.default_rng(seed + 11)
+    rng = seeded_rng(seed, "figure1-span")
     inputs = [np.array(rng.integers(-9, 10, size=(2, ARCH.tokens)).tolist(), dtype=object)
               for _ in range(n_inputs)]
     columns = []
@@ -99,7 +101,7 @@ def defining_polynomial(seed: int = 0, max_degree: int = 6) -> tuple[sympy.Expr,
     for the least D with a non-zero kernel; rows = #monomials + 12 random integer points.
     Returns (F as a sympy expression in y1..y6, D).
     """
-    rng = np.random.default_rng(seed + 17)
+    rng = seeded_rng(seed, "figure1-interpolation")
     for degree in range(1, max_degree + 1):
         monos = _monomials(degree)
         points = [_random_point(rng) for _ in range(len(monos) + 12)]
@@ -107,7 +109,7 @@ def defining_polynomial(seed: int = 0, max_degree: int = 6) -> tuple[sympy.Expr,
         kernel = nullspace_rational(rows)
         if kernel:
             if len(kernel) != 1:
-                raise RuntimeError(f"expected a one-dimensional kernel at degree {degree}; "
+                raise ComputationError(f"expected a one-dimensional kernel at degree {degree}; "
                                    f"got {len(kernel)}")
             coeffs = kernel[0]
             lcm = 1
@@ -122,7 +124,7 @@ def defining_polynomial(seed: int = 0, max_degree: int = 6) -> tuple[sympy.Expr,
                 ints = [-c for c in ints]
             expr = sympy.Add(*[c * sympy.Mul(*[SYMBOLS[i] for i in m]) for c, m in zip(ints, monos) if c])
             return sympy.expand(expr), degree
-    raise RuntimeError(f"no defining polynomial of degree <= {max_degree}")
+    raise ComputationError(f"no defining polynomial of degree <= {max_degree}")
 
 
 def evaluate_exact(F: sympy.Expr, point: list) -> sympy.Rational:
@@ -258,7 +260,7 @@ def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0) -> Figur
     """Polynomial, checks, a generic 3-dimensional affine slice and its sampled surface and curve."""
     span_dim, span_ok = check_span_coordinates(seed=seed)
     F, degree = defining_polynomial(seed=seed)
-    rng = np.random.default_rng(seed + 23)
+    rng = seeded_rng(seed, "figure1-slice")
     on_manifold = [_random_point(rng, -50, 51) for _ in range(20)]
     vanishes = all(evaluate_exact(F, p) == 0 for p in on_manifold)
     on_span = [rng.integers(-50, 51, size=N_COORDS).tolist() for _ in range(20)]

@@ -25,12 +25,14 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_int
-from .exact import DEFAULT_PRIME, rank_mod_p, rank_rational
-from .jacobians import numerical_rank
-from .maps import forward_attention
-from .parameters import AttentionWeights, LayerWeights, integral_tensors
+from ..errors import InputTypeError
+from ..core.architecture import Architecture
+from ..core.seeds import seeded_rng
+from ..core.checks import bad_value, check_int
+from ..dimension.fp import DEFAULT_PRIME, rank_mod_p, rank_rational
+from ..dimension.rank import numerical_rank
+from ..core.maps import forward_attention
+from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
 
 # Relative singular-value tolerance for the ranks of A, V and [A | V^T] from floats.
 DEFAULT_RANK_TOLERANCE = 1e-9
@@ -87,7 +89,7 @@ def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:
     if isinstance(weights, AttentionWeights):
         A = weights.A[0].to(torch.float64)
         return A, weights.V[0].to(torch.float64), A.shape[0]
-    raise TypeError(f"`weights` must be LayerWeights or AttentionWeights; got {type(weights).__name__}. "
+    raise InputTypeError(f"`weights` must be LayerWeights or AttentionWeights; got {type(weights).__name__}. "
                     "Read them with read_weights(path).")
 
 
@@ -169,7 +171,7 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
     if n_samples is None:
         n_samples = 2 * math.ceil(n_params / (tokens * d_out)) + 2
     n_samples = check_int("n_samples", n_samples, minimum=1, fix="Pass e.g. 12.")
-    gen = np.random.default_rng(seed + 31)
+    gen = seeded_rng(seed, "classify-inputs")
     notes = []
     if exact:
         Ai = np.array([[int(x) for x in row] for row in A.tolist()], dtype=object)

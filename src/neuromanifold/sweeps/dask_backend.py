@@ -14,9 +14,11 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
+from ..errors import InputError
+
 # The child says "ready" once its imports are done; the timeout counts from then.
-_CHILD = ("import json, sys; from neuromanifold.sweeps import compute_item; "
-          "import neuromanifold.dimension; print('ready', flush=True); "
+_CHILD = ("import json, sys; from neuromanifold.sweeps.engine import compute_item; "
+          "import neuromanifold.dimension.api; print('ready', flush=True); "
           "sys.stdout.write(json.dumps(compute_item(json.loads(sys.stdin.read()))))")
 
 
@@ -69,7 +71,7 @@ def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: s
         try:
             client = Client(scheduler, timeout=10)
         except (OSError, TimeoutError) as exc:
-            raise ValueError(f"`scheduler` must be the address of a running Dask scheduler; got "
+            raise InputError(f"`scheduler` must be the address of a running Dask scheduler; got "
                              f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
                              "--scheduler to use a local cluster.") from None
     threads = 1 if (cluster is not None and jobs > 1) else None

@@ -30,11 +30,13 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_choice, check_int, check_positive_float
-from .maps import forward
-from .parameters import AttentionWeights, LayerWeights, integral_tensors, seeded_generator
-from .symmetries import act_between_layers, act_keys, act_rescale
+from ..errors import InputTypeError
+from ..core.architecture import Architecture
+from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float
+from ..core.maps import forward
+from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
+from ..core.seeds import seeded_generator, seeded_rng
+from ..core.symmetries import act_between_layers, act_keys, act_rescale
 
 DEFAULT_TOLERANCE = 1e-8
 _EXACT_RANGE = 2 ** 20
@@ -43,7 +45,7 @@ _EXACT_RANGE = 2 ** 20
 def _check_weights(arch: Architecture, weights: object, name: str) -> LayerWeights:
     """Validate that `weights` are LayerWeights of `arch` (float64 torch tensors)."""
     if not isinstance(weights, LayerWeights):
-        raise TypeError(f"`{name}` must be LayerWeights; got {type(weights).__name__}. "
+        raise InputTypeError(f"`{name}` must be LayerWeights; got {type(weights).__name__}. "
                         "Build them with random_weights(arch) or read_weights(path).")
     if weights.n_layers != arch.n_layers:
         raise bad_value(name, f"weights of {arch.n_layers} layers", weights.n_layers,
@@ -111,7 +113,7 @@ def rational_weights(weights: LayerWeights) -> LayerWeights:
 
 
 def _random_integer_inputs(arch: Architecture, n_points: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed + 7907)
+    rng = seeded_rng(seed, "exact-identity-inputs")
     return [np.array(rng.integers(-_EXACT_RANGE, _EXACT_RANGE + 1,
                                   size=(arch.widths[0], arch.tokens)).tolist(), dtype=object)
             for _ in range(n_points)]
@@ -181,9 +183,7 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
     method: `auto` (exact for lightning with integer entries, else numerical), `exact`
     (lightning only; floats read as exact dyadic rationals) or `numerical`.
     """
-    if not isinstance(arch, Architecture):
-        raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
-                        "Build one with Architecture(widths=..., keys=..., tokens=...).")
+    check_architecture(arch)
     W1 = _check_weights(arch, weights, "weights")
     W2 = _check_weights(arch, other, "other")
     method = check_choice("method", method, ("auto", "exact", "numerical"))
@@ -426,7 +426,7 @@ def find_witness(arch: Architecture, W1: LayerWeights, W2: LayerWeights, *,
     Tries the known group (generic fibers, Theorem 3.7); for one lightning layer also the
     Theorem 3.2 swap first applied to W1. `residual` is the relative blockwise mismatch left.
     """
-    rng = np.random.default_rng(seed)
+    rng = seeded_rng(seed, "fiber-witness")
     moves, cur = _align(arch, W1, W2, rng)
     residual = _blocks_residual(cur, W2)
     if residual <= tolerance:

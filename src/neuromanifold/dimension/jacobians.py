@@ -5,15 +5,15 @@ Forward mode (torch.func.jvp under vmap over chunks of basis directions), float6
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch.func import jacrev, jvp, vmap
 
-from .architecture import Architecture
-from .maps import forward
-from .parameters import unflatten
+from ..core.architecture import Architecture
+from ..core.maps import forward
+from ..core.parameters import unflatten
+from .rank import numerical_rank
 
 # Bytes one chunk of Jacobian columns may use for its intermediates.
 _CHUNK_BYTES = 512 * 2 ** 20
@@ -49,44 +49,6 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
     cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
     return torch.cat(cols).T
-
-
-@dataclass(frozen=True)
-class NumericalRank:
-    """A rank read off singular values by their largest gap.
-
-    `gap` is log10(sigma_r / sigma_{r+1}) in decades, where sigma_{n+1} stands for the
-    round-off floor eps * max(rows, cols) * sigma_1 and values below the floor are clipped to it.
-    """
-
-    rank: int
-    gap: float
-    sigma_before: float
-    sigma_after: float
-    runner_up_gap: float
-    floor: float = 0.0
-
-    def is_ambiguous(self, min_gap: float) -> bool:
-        """Not settled: too small a gap, a second gap nearly as large, or a singular value below
-        the gap standing well above round-off (a tiny but real direction, not noise)."""
-        return (self.gap < min_gap or self.runner_up_gap > self.gap - 2.0
-                or self.sigma_after > 1e3 * self.floor)
-
-
-def numerical_rank(singular_values: torch.Tensor, n_rows: int, n_cols: int) -> NumericalRank:
-    """Rank from the largest gap in the singular values (descending), in float64."""
-    s = singular_values.detach().to("cpu", torch.float64)
-    if s.numel() == 0 or float(s[0]) == 0.0:
-        return NumericalRank(0, math.inf, 0.0, 0.0, 0.0)
-    floor = float(s[0]) * torch.finfo(torch.float64).eps * max(n_rows, n_cols)
-    clipped = torch.cat([s.clamp(min=floor), torch.tensor([floor], dtype=torch.float64)])
-    logs = clipped.log10()
-    gaps = logs[:-1] - logs[1:]
-    order = torch.argsort(gaps, descending=True)
-    r = int(order[0]) + 1
-    runner = float(gaps[order[1]]) if gaps.numel() > 1 else 0.0
-    after = float(s[r]) if r < s.numel() else 0.0
-    return NumericalRank(r, float(gaps[r - 1]), float(s[r - 1]), after, runner, floor)
 
 
 @dataclass(frozen=True)

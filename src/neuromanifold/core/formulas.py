@@ -7,22 +7,45 @@ the formula would say: it is not the dimension (MATH.md section 4 lists where it
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from .architecture import Architecture
+
+FormulaStatus = Literal["proved", "conjecture", "none"]
+
+_PAPER = "Henry, Marchetti, Kohn, ICLR 2025"
 
 
 @dataclass(frozen=True)
 class FormulaValue:
-    """The value of a closed form and whether its hypotheses hold for the architecture."""
+    """The value of a closed form, whether its hypotheses hold, and what backs it.
+
+    `status` is `proved` (a theorem; `source` names it), `conjecture` (evidence only; never to
+    be read as the dimension) or `none` (a count with no claim attached, e.g. a naive bound).
+    Even a proved formula is the dimension only where `hypotheses_hold`.
+    """
 
     name: str
     value: int
     hypotheses_hold: bool
     hypotheses: str
-    conjecture: bool = False
+    status: FormulaStatus = "proved"
+    source: str = ""
+
+    @property
+    def conjecture(self) -> bool:
+        """True when the formula is only conjectured."""
+        return self.status == "conjecture"
+
+    @property
+    def is_the_dimension(self) -> bool:
+        """True only for a proved formula whose hypotheses hold."""
+        return self.status == "proved" and self.hypotheses_hold
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["conjecture"] = self.conjecture
+        return out
 
 
 def _layer_terms(widths: tuple[int, ...], keys: tuple[int, ...], d_last: int) -> int:
@@ -44,7 +67,8 @@ def eq7(arch: Architecture) -> FormulaValue:
     r = min(a, d)
     holds = arch.n_layers == 1 and arch.tokens >= 2 and (a > 1 or dp > 1)
     return FormulaValue("Eq. 7", r * (2 * d - r) + d * dp - 1, holds,
-                        "one layer, t >= 2, and a > 1 or d' > 1")
+                        "one layer, t >= 2, and a > 1 or d' > 1", "proved",
+                        f"Corollary 3.3 of {_PAPER}")
 
 
 def _deep_hypotheses(arch: Architecture) -> bool:
@@ -64,8 +88,11 @@ def eq14(arch: Architecture) -> FormulaValue:
     """
     value = _layer_terms(arch.widths, arch.keys, arch.widths[-1]) - arch.n_layers
     if arch.n_layers == 1:
-        return FormulaValue("Eq. 14", value, eq7(arch).hypotheses_hold, eq7(arch).hypotheses)
-    return FormulaValue("Eq. 14", value, _deep_hypotheses(arch), _DEEP_TEXT)
+        single = eq7(arch)
+        return FormulaValue("Eq. 14", value, single.hypotheses_hold, single.hypotheses, "proved",
+                            single.source)
+    return FormulaValue("Eq. 14", value, _deep_hypotheses(arch), _DEEP_TEXT, "proved",
+                        f"Corollary 3.8 of {_PAPER}, in the region where certified ranks confirm it")
 
 
 def eq16(arch: Architecture) -> FormulaValue:
@@ -76,10 +103,11 @@ def eq16(arch: Architecture) -> FormulaValue:
     """
     value = _layer_terms(arch.widths, arch.keys, arch.widths[-1])
     if arch.n_layers == 1:
-        return FormulaValue("Eq. 16", value, arch.tokens >= 2, "one layer, t >= 2 (Theorem 3.9)")
-    return FormulaValue("Eq. 16", value, _deep_hypotheses(arch),
-                        _DEEP_TEXT + "; Conjecture 3.10, a proof reported by Konda 2026",
-                        conjecture=True)
+        return FormulaValue("Eq. 16", value, arch.tokens >= 2, "one layer, t >= 2", "proved",
+                            f"Theorem 3.9 of {_PAPER}")
+    return FormulaValue("Eq. 16", value, _deep_hypotheses(arch), _DEEP_TEXT, "conjecture",
+                        f"Conjecture 3.10 of {_PAPER} (a proof of the real-analytic case is "
+                        "reported in a 2026 preprint by Konda)")
 
 
 def effective_width(arch: Architecture) -> FormulaValue:
@@ -96,7 +124,8 @@ def effective_width(arch: Architecture) -> FormulaValue:
         value -= arch.n_layers
     holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
     return FormulaValue("effective-width conjecture", value, holds,
-                        "t >= 2 and every a_i >= 2 (conjecture, not proved)", conjecture=True)
+                        "t >= 2 and every a_i >= 2", "conjecture",
+                        "observed on every certified a_i >= 2 architecture of the eq14_map sweep")
 
 
 def expected_dim(arch: Architecture) -> FormulaValue:

@@ -1,12 +1,7 @@
-"""The dimension of a neuromanifold, with how it was obtained (MATH.md sections 6, 7).
+"""Numerical dimension: the float64 Jacobian rank at a random point, read by the gap rule.
 
-`neuromanifold_dim` is the public entry point. Methods:
-  numerical  rank of the float64 Jacobian at a random point, decided by the largest
-             singular-value gap; flagged `ambiguous` when the gap is small or N did not saturate.
-  exact      rank over F_p at a random point: a proven lower bound (lightning only).
-  certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
-             `certified` when they meet (lightning only).
-  auto       certified for lightning, numerical for softmax.
+See docs/math for why the generic Jacobian rank is the dimension, and `dimension.rank` for the
+rule that decides a floating-point rank.
 """
 
 from __future__ import annotations
@@ -14,20 +9,20 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .architecture import Architecture
-from .checks import METHODS, AmbiguousRankError, bad_value, check_choice, check_int
-from .formulas import FormulaValue, effective_width, expected_dim
-from .jacobians import KernelSplit, jacobian, numerical_rank
-from .parameters import flatten, random_weights, seeded_generator
-from .symmetries import symmetry_tangents
+from ..core.architecture import Architecture
+from ..core.checks import bad_value, check_architecture, check_choice, check_int
+from ..core.formulas import effective_width, expected_dim
+from ..core.parameters import flatten, random_weights
+from ..core.seeds import seeded_generator
+from ..core.symmetries import symmetry_tangents
+from .jacobians import KernelSplit, jacobian
+from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .result import AmbiguousRankWarning, DimensionResult, Progress
 
-# Decades of separation between sigma_r and sigma_{r+1} below which a numerical rank is ambiguous.
-DEFAULT_MIN_GAP = 4.0
+DEFAULT_MIN_GAP = MIN_GAP_DECADES
 # Bytes of Jacobian rows computed at once.
 _ROW_BLOCK_BYTES = 256 * 2 ** 20
 # Bytes of Jacobian rows kept whole; past this they are folded into a triangular factor R with
@@ -35,63 +30,6 @@ _ROW_BLOCK_BYTES = 256 * 2 ** 20
 _KEEP_ROWS_BYTES = 3 * 2 ** 30
 # Largest ||J Q1|| / ||J|| (Jacobian on the symmetry tangents) accepted as round-off.
 _MAX_LEAK = 1e-9
-
-Progress = Callable[[str], None]
-
-
-class AmbiguousRankWarning(UserWarning):
-    """Emitted when a numerical rank is reported with status `ambiguous`."""
-
-
-@dataclass
-class DimensionResult:
-    """The dimension of a neuromanifold and everything needed to judge it.
-
-    `method` says how `dimension` was obtained: `numerical`, `exact` or `certified`.
-    `status` is `settled` (numerical, clear gap, saturated in N), `ambiguous` (numerical, do not
-    trust), `certified` (exact lower bound == symmetry upper bound) or `lower-bound` (exact rank,
-    bounds do not meet; the true dimension lies in [lower_bound, upper_bound]).
-    Invariant: dimension + fiber_dim == n_params.
-    """
-
-    architecture: dict
-    n_params: int
-    dimension: int
-    method: str
-    status: str
-    formula: FormulaValue
-    conjecture: FormulaValue
-    lower_bound: int | None = None
-    upper_bound: int | None = None
-    gap: float | None = None
-    sigma_before: float | None = None
-    sigma_after: float | None = None
-    n_samples: int = 0
-    seed: int = 0
-    prime: int | None = None
-    failure_probability: float | None = None
-    device: str = "cpu"
-    seconds: dict = field(default_factory=dict)
-    rank_history: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-
-    @property
-    def fiber_dim(self) -> int:
-        """Generic fiber dimension n_params - dimension."""
-        return self.n_params - self.dimension
-
-    @property
-    def formula_matches(self) -> bool:
-        return self.formula.value == self.dimension
-
-    def to_dict(self) -> dict:
-        """A JSON-serialisable dict (keys n_params, dimension, method, fiber_dim, formula, ...)."""
-        out = asdict(self)
-        out["fiber_dim"] = self.fiber_dim
-        for key in ("gap", "sigma_before", "sigma_after"):
-            if out[key] is not None and not math.isfinite(out[key]):
-                out[key] = None
-        return out
 
 
 def resolve_device(device: str) -> torch.device:
@@ -134,9 +72,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
     `AmbiguousRankWarning`. Numerical: not a proof.
     """
-    if not isinstance(arch, Architecture):
-        raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
-                        "Build one with Architecture(widths=..., keys=..., tokens=...).")
+    check_architecture(arch)
     seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
     floor = min_samples_required(arch)
     if samples is not None:
@@ -244,44 +180,6 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                           "total": total},
-        rank_history=history, notes=notes)
+        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes)
 
 
-def neuromanifold_dim(arch: Architecture, *, method: str = "auto", samples: int | None = None,
-                      seed: int = 0, device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
-                      progress: Progress | None = None, **options) -> DimensionResult:
-    """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
-
-    Example:
-        >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
-        >>> r.dimension + r.fiber_dim == r.n_params
-        True
-    """
-    method = check_choice("method", method, METHODS)
-    if method in ("exact", "certified") and not arch.is_polynomial:
-        raise bad_value("method", "'numerical' or 'auto' for softmax networks", method,
-                        "Softmax networks are not polynomial, so there is no exact rank over F_p; "
-                        "use --method numerical.")
-    if method == "auto":
-        method = "certified" if arch.is_polynomial else "numerical"
-    if method != "numerical":
-        check_choice("device", device, ("cpu", "cuda", "auto"))
-        if device == "cuda":
-            raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
-                            "Exact arithmetic over F_p runs on the CPU; drop --device or use "
-                            "--method numerical for a GPU run.")
-    if method == "numerical":
-        return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                             progress=progress, **options)
-    from .exact_dimension import exact_dim  # noqa: PLC0415  (issue 3)
-
-    return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
-                     progress=progress, **options)
-
-
-def require_settled(result: DimensionResult) -> DimensionResult:
-    """Return `result` if its status is settled or certified; raise AmbiguousRankError otherwise."""
-    if result.status not in ("settled", "certified"):
-        raise AmbiguousRankError(f"dimension {result.dimension} of {result.architecture} is "
-                                 f"{result.status}: " + "; ".join(result.notes))
-    return result

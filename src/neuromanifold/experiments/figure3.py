@@ -6,9 +6,9 @@ import re
 import time
 from collections.abc import Callable
 
-from .architecture import Architecture
-from .checks import bad_value, check_int
-from .dimension import DimensionResult, numerical_dim
+from ..core.architecture import Architecture
+from ..core.checks import bad_value, check_int
+from ..dimension.numerical import DimensionResult, numerical_dim
 
 # The paper's Figure 3 setting: l = 2, t = 3, a_i = 2, d_i = delta, N = 250.
 FIGURE3_TOKENS = 3

@@ -10,7 +10,6 @@ Tensors are torch float64 by default; any torch dtype works for the maps.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 
@@ -18,21 +17,12 @@ import torch
 
 from .architecture import Architecture
 from .checks import bad_value
+from .seeds import seeded_generator
 
 DTYPE = torch.float64
 # Integers up to this size survive float64 storage and the products the exact paths form
 # (A = Q^T K with a < 32 stays below 2^53); larger "integers" may already be rounded.
 EXACT_INTEGER_LIMIT = 2 ** 24
-
-
-def seeded_generator(seed: int, purpose: str) -> torch.Generator:
-    """A torch generator for one purpose ('weights', 'inputs', ...) of one user seed.
-
-    Streams of different purposes never coincide, whatever the seeds (seed + offset schemes
-    made the inputs of seed s the weights of seed s + offset).
-    """
-    digest = hashlib.blake2b(f"{int(seed)}:{purpose}".encode(), digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
 def integral_tensors(*tensors: torch.Tensor) -> bool:

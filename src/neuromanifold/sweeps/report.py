@@ -10,9 +10,9 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from .checks import bad_value
-from .outputs import staged_files
-from .sweeps import read_results
+from ..core.checks import bad_value
+from ..io.outputs import staged_files
+from .engine import read_results
 
 CSV_COLUMNS = (
     "widths", "keys", "tokens", "attention", "method", "n_params", "dimension", "formula",
@@ -112,7 +112,7 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
 
     Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map}.
     """
-    from .plots import plot_difference_heatmap, plot_measured_vs_formula  # noqa: PLC0415
+    from ..experiments.plots import plot_difference_heatmap, plot_measured_vs_formula  # noqa: PLC0415
 
     if isinstance(heat_layers, bool) or not isinstance(heat_layers, int) or heat_layers < 1:
         raise bad_value("heat-layers", "an integer l >= 1", heat_layers, "Pass e.g. --heat-layers 2.")

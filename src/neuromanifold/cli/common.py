@@ -1,0 +1,79 @@
+"""Helpers shared by the command modules: parsing, output checks, JSON and the stderr console."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from ..core.architecture import Architecture
+from ..core.checks import bad_value
+
+err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+
+EXIT_AMBIGUOUS = 1
+EXIT_BAD_INPUT = 2
+
+
+def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:
+    """'5,3,3,5' -> (5, 3, 3, 5); anything else is a bad-input line."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        raise bad_value(name, "a comma-separated list of positive integers", text,
+                        f"Pass e.g. --{name} {example}.") from None
+    return values
+
+
+def build_architecture(widths: str, keys: str, tokens: int, attention: str,
+                       temperature: float = 1.0) -> Architecture:
+    """An Architecture from CLI strings (validated by Architecture itself)."""
+    return Architecture(parse_int_list("widths", widths, "5,3,3,5"),
+                        parse_int_list("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
+
+
+def check_output_files(paths: list[Path], force: bool) -> None:
+    """Refuse, before any work, to overwrite existing files (unless --force) or to write where
+    the folder cannot be created or written."""
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise bad_value("out", "a folder without earlier results", ", ".join(existing),
+                        "Pass another --out folder, or --force to overwrite.")
+    for folder in {p.parent for p in paths}:
+        check_writable_folder("out", folder)
+
+
+def check_writable_folder(name: str, folder: Path) -> None:
+    """Raise the template error unless `folder` exists as a writable folder or can be created."""
+    import os  # noqa: PLC0415
+
+    probe = Path(folder)
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise bad_value(name, "a folder (or a path where one can be created)", str(folder),
+                        f"{probe} is a file; pass another path.")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise bad_value(name, "a folder this user can write", str(folder),
+                        f"{probe} is not writable; pass a folder you own.")
+
+
+def print_json(obj) -> None:
+    """One JSON document on stdout (non-finite floats become null)."""
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+    sys.stdout.write(json.dumps(clean(obj), indent=2) + "\n")
+
+

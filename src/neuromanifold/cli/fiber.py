@@ -1,0 +1,55 @@
+"""`neuromanifold fiber`: Compare two weight files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ..core.checks import bad_value
+from .common import print_json
+
+
+def fiber(
+    weights: Path = typer.Option(..., help="First .npz (Q_i, K_i, V_i or A_i, V_i)."),
+    other: Path = typer.Option(..., help="Second .npz of the same architecture."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning or softmax."),
+    method: str = typer.Option("auto", help="auto (exact for integer lightning weights), exact or numerical."),
+    tolerance: float = typer.Option(1e-8, help="Relative tolerance of the numerical test."),
+    seed: int = typer.Option(0, help="Random seed for the test inputs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Do two weight files define the same function? If so, print the group element relating them."""
+    from ..geometry.fibers import same_function  # noqa: PLC0415
+    from ..io.weightfiles import read_weights  # noqa: PLC0415
+
+    first = read_weights(weights, tokens=tokens, attention=attention.lower(), name="weights")
+    second = read_weights(other, tokens=tokens, attention=attention.lower(), name="other")
+    if first.arch != second.arch:
+        raise bad_value("other", f"weights of the same architecture as --weights ({first.arch})",
+                        str(second.arch), "Pass two files with the same shapes.")
+    result = same_function(first.arch, first.layer_weights, second.layer_weights, method=method.lower(),
+                           tolerance=tolerance, seed=seed)
+    if as_json:
+        print_json({"seed": seed, "architecture": first.arch.to_dict(), **result.to_dict()})
+        return
+    if result.method == "exact":
+        how = (f"exact (rational identity test, P(wrong) <= {result.failure_probability:.1e})"
+               if result.same_function else "exact (outputs differ at an input: certain)")
+    else:
+        how = (
+               f"numerical (float64, relative tolerance {result.tolerance:g}, max difference "
+               f"{result.max_difference:.2e})")
+    print(f"architecture    {first.arch}")
+    print(f"seed            {seed}")
+    print(f"same function   {result.same_function}  [{how}, {result.n_points} inputs]")
+    if result.same_function:
+        print(f"fiber           {result.kind}")
+        for move in result.witness or []:
+            print(f"  witness move  {json.dumps(move)}")
+        if result.witness_residual is not None:
+            print(f"witness residual {result.witness_residual:.1e} (float64, relative, blockwise)")
+    for note in result.notes:
+        print(f"note            {note}")

@@ -1,0 +1,67 @@
+"""`neuromanifold figure3`: The paper's Figure 3."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import typer
+
+from ..core.architecture import Architecture
+from ..core.checks import check_int
+from ..io.outputs import staged_files
+from .common import EXIT_AMBIGUOUS, check_output_files, err, print_json
+from ..core.checks import bad_value
+
+
+def figure3(
+    attention: str = typer.Option("softmax", help="softmax or lightning."),
+    deltas: str = typer.Option("3-10", help="Range a-b or list a,b,c of widths delta."),
+    samples: int = typer.Option(250, help="Input samples N to start from (the paper's 250); grown if needed."),
+    seed: int = typer.Option(0, help="Random seed."),
+    device: str = typer.Option("cpu", help="cpu, cuda or auto."),
+    out: Path = typer.Option(Path("figure3"), help="Folder for the PNG and CSV."),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
+    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+) -> None:
+    """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
+    from ..experiments.figure3 import figure3 as run_figure3, parse_int_set  # noqa: PLC0415
+    from ..experiments.plots import plot_figure3  # noqa: PLC0415
+
+    attention = attention.lower()
+    Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
+    delta_list = parse_int_set("deltas", deltas)
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
+    png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
+    check_output_files([png, table], force)
+    check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
+    out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
+    err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
+
+    def report(delta, result):
+        err.print(f"  delta = {delta:>3}: estimated {result.dimension:>5} vs expected "
+                  f"{result.formula.value:>5}  [{result.status}, gap {result.gap:.1f} decades, "
+                  f"N = {result.n_samples}, {result.seconds['total']:.2f} s]")
+
+    rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device, progress=report)
+    with staged_files([png, table]) as (png_tmp, table_tmp):
+        with table_tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        plot_figure3(rows, png_tmp, attention)
+    if as_json:
+        print_json([{k: r[k] for k in ("delta", "n_params", "estimated", "expected", "gap", "status")}
+                    for r in rows])
+    else:
+        print(f"Figure 3, {attention} attention, l = 2, t = 3, a_i = 2; seed {seed}; "
+              f"method numerical (float64), expected = {rows[0]['formula']}")
+        print(f"{'delta':>5} {'params':>7} {'estimated':>9} {'expected':>8} {'gap':>6}  status")
+        for r in rows:
+            print(f"{r['delta']:>5} {r['n_params']:>7} {r['estimated']:>9} {r['expected']:>8} "
+                  f"{r['gap']:>6.1f}  {r['status']}")
+        total = sum(r["seconds"] for r in rows)
+        print(f"wrote {png} and {table} ({total:.1f} s)")
+    if any(r["status"] != "settled" for r in rows):
+        raise typer.Exit(EXIT_AMBIGUOUS)

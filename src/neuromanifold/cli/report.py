@@ -1,0 +1,34 @@
+"""`neuromanifold report`: Reports of sweep stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import print_json
+
+
+def report_command(
+    db: Path = typer.Argument(..., help="SQLite store written by `neuromanifold sweep`."),
+    out: Path = typer.Option(..., help="Folder for results.csv and the figures."),
+    force: bool = typer.Option(False, help="Overwrite existing report files in --out."),
+    heat_x: str = typer.Option("d1", help="Heat-map x axis: d0..dl, a1..al or t."),
+    heat_y: str = typer.Option("d0", help="Heat-map y axis: d0..dl, a1..al or t."),
+    heat_layers: int = typer.Option(2, help="Heat map uses networks with this many layers l."),
+    heat_fix: Optional[str] = typer.Option(None, help="Hold axes fixed, e.g. a1=2,a2=2 (others are averaged)."),
+    seed: int = typer.Option(0, help="Unused (a report draws nothing at random); echoed."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout."),
+) -> None:
+    """CSV of every result in a sweep store, and figures: measured vs formula, heat map of the difference."""
+    from ..sweeps.report import write_report  # noqa: PLC0415
+
+    summary = write_report(db, out, force=force, heat_x=heat_x, heat_y=heat_y,
+                           heat_layers=heat_layers, heat_fix=heat_fix)
+    if as_json:
+        print_json(dict(summary, db=str(db), seed=seed))
+    else:
+        print(f"report of {db}: {summary['rows']} results ({summary['heatmap_rows']} in the heat map)")
+        for path in summary["files"]:
+            print(f"wrote {path}")

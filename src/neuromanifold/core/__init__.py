@@ -1,0 +1,1 @@
+"""Core mathematics: architectures, weights, the network maps, symmetries, closed forms, seeds."""

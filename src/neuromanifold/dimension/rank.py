@@ -1,0 +1,114 @@
+"""The one rule that decides a floating-point rank, with its named tolerances.
+
+Every floating-point rank in the package (dimensions, fibers, witnesses, point classification,
+weight conversions, symmetry splits) is read by `numerical_rank` from singular values, and every
+numerical result records `RANK_RULE` (or its own `min_gap`) so a reader knows what decided it.
+
+The rule (the gap rule): with singular values s_1 >= s_2 >= ... of an m x n matrix, the
+round-off floor is f = eps * max(m, n) * s_1 (eps = 2^-52 in float64). Values below f are
+clipped to f and a sentinel f is appended; the rank r is the position of the largest drop
+log10(s_r / s_{r+1}) (the gap, in decades). The rank is *settled* only when all three hold:
+
+- the gap is at least `MIN_GAP_DECADES` decades;
+- no other drop comes within `RUNNER_UP_MARGIN_DECADES` of it (a competing gap);
+- s_{r+1} is within `ROUNDOFF_FACTOR` of the floor (the values below the gap are round-off,
+  not a small but real direction).
+
+Otherwise the rank is *ambiguous*: a best guess, never reported as settled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Decades of separation between sigma_r and sigma_{r+1} needed to settle a rank.
+MIN_GAP_DECADES = 4.0
+# A second drop at least this much smaller than the largest one; closer ones compete.
+RUNNER_UP_MARGIN_DECADES = 2.0
+# sigma_{r+1} may stand at most this factor above the round-off floor.
+ROUNDOFF_FACTOR = 1e3
+# Machine epsilon of float64, the precision every numerical rank is read in.
+FLOAT64_EPS = 2.0 ** -52
+
+RANK_RULE = {
+    "rule": "largest singular-value gap",
+    "min_gap_decades": MIN_GAP_DECADES,
+    "runner_up_margin_decades": RUNNER_UP_MARGIN_DECADES,
+    "roundoff_factor": ROUNDOFF_FACTOR,
+    "floor": "eps * max(m, n) * sigma_1",
+}
+
+
+def rank_rule(min_gap: float = MIN_GAP_DECADES) -> dict:
+    """The rule's description with the gap threshold actually used (for result records)."""
+    return dict(RANK_RULE, min_gap_decades=min_gap)
+
+
+@dataclass(frozen=True)
+class NumericalRank:
+    """A rank read off singular values by their largest gap.
+
+    `gap` is log10(sigma_r / sigma_{r+1}) in decades, where sigma_{n+1} stands for the
+    round-off floor eps * max(rows, cols) * sigma_1 and values below the floor are clipped to it.
+    """
+
+    rank: int
+    gap: float
+    sigma_before: float
+    sigma_after: float
+    runner_up_gap: float
+    floor: float = 0.0
+
+    def is_ambiguous(self, min_gap: float = MIN_GAP_DECADES) -> bool:
+        """Not settled: too small a gap, a second gap nearly as large, or a singular value below
+        the gap standing well above round-off (a tiny but real direction, not noise)."""
+        return (self.gap < min_gap or self.runner_up_gap > self.gap - RUNNER_UP_MARGIN_DECADES
+                or self.sigma_after > ROUNDOFF_FACTOR * self.floor)
+
+    def is_settled(self, min_gap: float = MIN_GAP_DECADES) -> bool:
+        """The negation of `is_ambiguous`."""
+        return not self.is_ambiguous(min_gap)
+
+
+def numerical_rank(singular_values, n_rows: int, n_cols: int) -> NumericalRank:
+    """Rank from the largest gap in the singular values (any order), read in float64.
+
+    `singular_values` may be a torch tensor, a numpy array or a sequence; `n_rows` x `n_cols`
+    is the shape of the matrix they came from (it scales the round-off floor).
+
+    Example:
+        >>> r = numerical_rank([3.0, 1.0, 1e-15], 3, 3)
+        >>> (r.rank, r.is_settled())
+        (2, True)
+    """
+    values = sorted((abs(float(v)) for v in _as_list(singular_values)), reverse=True)
+    if not values or values[0] == 0.0:
+        return NumericalRank(0, math.inf, 0.0, 0.0, 0.0)
+    floor = values[0] * FLOAT64_EPS * max(n_rows, n_cols)
+    clipped = [max(v, floor) for v in values] + [floor]
+    logs = [math.log10(v) for v in clipped]
+    gaps = [logs[k] - logs[k + 1] for k in range(len(values))]
+    order = sorted(range(len(gaps)), key=lambda k: gaps[k], reverse=True)
+    r = order[0] + 1
+    runner = gaps[order[1]] if len(gaps) > 1 else 0.0
+    after = values[r] if r < len(values) else 0.0
+    return NumericalRank(r, gaps[r - 1], values[r - 1], after, runner, floor)
+
+
+def matrix_rank(matrix) -> NumericalRank:
+    """`numerical_rank` of the singular values of a 2-D torch tensor or numpy array (float64)."""
+    import torch  # noqa: PLC0415
+
+    M = torch.as_tensor(matrix).detach().to("cpu", torch.float64)
+    if M.ndim != 2 or M.numel() == 0:
+        return NumericalRank(0, math.inf, 0.0, 0.0, 0.0)
+    return numerical_rank(torch.linalg.svdvals(M), *M.shape)
+
+
+def _as_list(values) -> list:
+    if hasattr(values, "detach"):
+        values = values.detach().to("cpu").double().tolist()
+    elif hasattr(values, "tolist"):
+        values = values.tolist()
+    return list(values)

@@ -1,0 +1,1 @@
+"""The paper's figures and other experiments, and the plotting they use."""

@@ -1,0 +1,1 @@
+"""Fibers, witnesses, canonical forms and the classification of points of one layer."""

@@ -1,0 +1,1 @@
+"""Reading and writing files: weight files and output files staged into place together."""
