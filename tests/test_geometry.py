@@ -131,3 +131,25 @@ def test_one_token_sees_only_symmetric_part():
     c = classify_layer(_aw([[1, 2, 0], [0, 1, 1], [3, 0, -1]], [[1, 0, 2], [0, 3, 1]]), tokens=1)
     assert c.jacobian_rank == 6 + 6 - 1 and not c.agrees
     assert any("t = 1" in n for n in c.notes)
+
+
+def test_width_one_layer_is_never_critical():
+    """d = 1: every point has the boundary form, yet the Jacobian keeps its generic rank n - 1,
+    so classify agrees with the theorem instead of reporting a spurious mismatch."""
+    from neuromanifold import AttentionWeights
+
+    A = torch.tensor([[2.0]], dtype=torch.float64)
+    V = torch.tensor([[1.0], [3.0], [-2.0]], dtype=torch.float64)
+    result = classify_layer(AttentionWeights((A,), (V,)), tokens=3, seed=5)
+    assert result.boundary and not result.critical
+    assert result.jacobian_rank == result.generic_jacobian_rank == 3 and result.agrees
+
+
+def test_ambiguous_float_rank_is_not_settled():
+    """A float A whose singular values have no clear gap is flagged, not silently classified."""
+    from neuromanifold import AttentionWeights
+
+    A = torch.diag(torch.tensor([1.0, 1e-5, 1e-9], dtype=torch.float64))
+    V = torch.randn(2, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    result = classify_layer(AttentionWeights((A,), (V,)), tokens=3, seed=6)
+    assert not result.ranks_settled and any("ambiguous" in n for n in result.notes)

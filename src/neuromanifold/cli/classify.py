@@ -42,5 +42,5 @@ def classify(
         width = max(len(k) for k, _ in lines)
         for key, value in lines:
             print(f"{key:<{width}}  {value}")
-    if not result.agrees:
+    if not (result.agrees and result.ranks_settled):
         raise typer.Exit(EXIT_AMBIGUOUS)

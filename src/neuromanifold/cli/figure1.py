@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..core.checks import bad_value, check_int
+from ..core.checks import bad_value, check_int, check_seed
 from ..io.outputs import staged_files
 from .common import check_output_files, err
 
@@ -18,7 +18,7 @@ def figure1(
     grid: int = typer.Option(110, help="Grid size per axis for sampling the sliced surface."),
 ) -> None:
     """The paper's Figure 1: d = 2, d' = 1, a = 2; exact defining polynomial and a 3-D slice."""
-    check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    check_seed(seed)
     from ..experiments.figure1 import figure1_data  # noqa: PLC0415
     from ..experiments.plots import plot_figure1  # noqa: PLC0415
 
@@ -26,9 +26,9 @@ def figure1(
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, text = out / "figure1.png", out / "figure1_polynomial.txt"
     check_output_files([png, text], force)
-    err.print(f"figure1: seed {seed}")
     if grid < 4:
         raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
+    err.print(f"figure1: seed {seed}")
     out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     data = figure1_data(seed=seed, n_grid=grid)
     with staged_files([png, text]) as (png_tmp, text_tmp):

@@ -66,6 +66,18 @@ def check_int_tuple(name: str, values: object, *, minimum: int = 1,
     return tuple(out)
 
 
+MAX_SEED = 2 ** 63 - 1
+
+
+def check_seed(seed: object) -> int:
+    """Return `seed` as an int in [0, 2^63 - 1] (what torch generators and SQLite hold)."""
+    value = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed such as 0.")
+    if value > MAX_SEED:
+        raise bad_value("seed", f"at most 2^63 - 1 = {MAX_SEED}", value,
+                        "Pass a smaller non-negative integer seed such as 0.")
+    return value
+
+
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """Return `value` if it is one of `choices`."""
     if value not in choices:
@@ -83,6 +95,14 @@ def check_positive_float(name: str, value: object) -> float:
     if not out > 0 or out == float("inf"):
         raise bad_value(name, "a positive finite number", value, "Pass e.g. 1.0.")
     return out
+
+
+def check_weights_type(name: str, weights: object, kind: type | tuple[type, ...]) -> None:
+    """Raise the template error unless `weights` is an instance of `kind`."""
+    if not isinstance(weights, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        raise bad_type(name, " or ".join(k.__name__ for k in kinds), type(weights).__name__,
+                       "Build them with random_weights(arch) or read_weights(path).")
 
 
 def check_architecture(arch: object) -> None:

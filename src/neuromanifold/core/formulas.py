@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from .architecture import Architecture
+from .checks import check_architecture
 
 FormulaStatus = Literal["proved", "conjecture", "none"]
 
@@ -130,6 +131,7 @@ def effective_width(arch: Architecture) -> FormulaValue:
 
 def expected_dim(arch: Architecture) -> FormulaValue:
     """The paper's closed form for this architecture: Eq. 7 / Eq. 14 (lightning), Eq. 16 (softmax)."""
+    check_architecture(arch)
     if arch.attention == "softmax":
         return eq16(arch)
     return eq7(arch) if arch.n_layers == 1 else eq14(arch)

@@ -18,6 +18,7 @@ import torch
 
 from ..errors import InputError
 from .architecture import Architecture
+from .checks import check_architecture, check_weights_type
 from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 
 
@@ -38,6 +39,8 @@ def _scores(Z: torch.Tensor, left: torch.Tensor, right: torch.Tensor | None = No
 
 def forward(arch: Architecture, weights: LayerWeights, X: torch.Tensor) -> torch.Tensor:
     """phi_W(X), layer by layer from (Q_i, K_i, V_i) (Eqs. 1, 4, 15)."""
+    check_architecture(arch)
+    check_weights_type("weights", weights, LayerWeights)
     Z = X
     for Q, K, V in zip(weights.Q, weights.K, weights.V):
         Z = _mix(V @ Z, _scores(Z, Q, K), arch)

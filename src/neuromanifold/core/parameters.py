@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from .architecture import Architecture
-from .checks import bad_value
+from .checks import bad_value, check_architecture, check_int, check_seed
 from .seeds import seeded_generator
+from ..dimension.rank import numerical_rank
 
 DTYPE = torch.float64
 # Integers up to this size survive float64 storage and the products the exact paths form
@@ -85,8 +86,13 @@ class AttentionWeights:
         Qs, Ks = [], []
         for i, (A, a) in enumerate(zip(self.A, arch.keys), start=1):
             U, s, Vh = torch.linalg.svd(A)
-            tol = s.max().clamp(min=1) * max(A.shape) * torch.finfo(A.dtype).eps * 10
-            rank = int((s > tol).sum())
+            nr = numerical_rank(s, *A.shape)
+            if nr.rank <= a < min(A.shape) and not nr.is_settled():
+                raise bad_value(f"A_{i}", f"of a clear numerical rank <= a_{i} = {a}",
+                                f"a matrix whose singular values show no clear gap "
+                                f"({nr.gap:.1f} decades at rank {nr.rank})",
+                                f"Pass Q_{i}, K_{i} instead of A_{i}, or an exactly rank-{a} A_{i}.")
+            rank = nr.rank
             if rank > a:
                 raise bad_value(f"A_{i}", f"of rank <= a_{i} = {a}", f"a matrix of rank {rank}",
                                 f"Use keys with a_{i} >= {rank}, or a rank-{a} A_{i}.")
@@ -153,7 +159,8 @@ def weight_scales(arch: Architecture) -> list[dict[str, float]]:
 def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DTYPE,
                    device: str | torch.device = "cpu") -> LayerWeights:
     """Seeded Gaussian weights, scaled by `weight_scales` (generic with probability one)."""
-    gen = seeded_generator(seed, "weights")
+    check_architecture(arch)
+    gen = seeded_generator(check_seed(seed), "weights")
     Qs, Ks, Vs = [], [], []
     for shapes, scale in zip(arch.layer_shapes(), weight_scales(arch)):
         for name, bucket in (("Q", Qs), ("K", Ks), ("V", Vs)):
@@ -165,6 +172,8 @@ def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DT
 def random_inputs(arch: Architecture, n_samples: int, seed: int = 0, *, dtype: torch.dtype = DTYPE,
                   device: str | torch.device = "cpu") -> torch.Tensor:
     """N seeded standard normal input sequences, shape (N, d_0, t) (tokens are columns)."""
-    gen = seeded_generator(seed, "inputs")
+    check_architecture(arch)
+    n_samples = check_int("n_samples", n_samples, minimum=1, fix="Pass a positive number of samples.")
+    gen = seeded_generator(check_seed(seed), "inputs")
     X = torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen, dtype=DTYPE)
     return X.to(dtype=dtype, device=device)

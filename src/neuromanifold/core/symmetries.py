@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from .architecture import Architecture
-from .checks import bad_value
+from .checks import bad_value, check_architecture, check_weights_type
 from .parameters import LayerWeights
 
 
@@ -70,6 +70,8 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
     Rows: a_i^2 per layer (GL(a_i)), d_i^2 per interior width (Eq. 9), and one rescaling per
     layer for lightning networks. Their rank (not their number) bounds the fiber dimension.
     """
+    check_architecture(arch)
+    check_weights_type("weights", weights, LayerWeights)
     offsets = {name: offset for name, _, offset in arch.param_layout()}
     ref = weights.V[0]
     rows: list[torch.Tensor] = []

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import ComputationError
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_int
+from ..core.checks import bad_value, check_architecture, check_seed, check_int
 from .result import DimensionResult, Progress
 from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
 from ..core.formulas import effective_width, expected_dim
@@ -95,7 +95,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     if not arch.is_polynomial:
         raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
                         "Softmax networks are not polynomial; use method='numerical'.")
-    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    seed = check_seed(seed)
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")

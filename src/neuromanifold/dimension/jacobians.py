@@ -13,7 +13,7 @@ from torch.func import jacrev, jvp, vmap
 from ..core.architecture import Architecture
 from ..core.maps import forward
 from ..core.parameters import unflatten
-from .rank import numerical_rank
+from .rank import clearly_independent, numerical_rank
 
 # Bytes one chunk of Jacobian columns may use for its intermediates.
 _CHUNK_BYTES = 512 * 2 ** 20
@@ -80,8 +80,7 @@ class KernelSplit:
         scaled = tangents / tangents.norm(dim=1, keepdim=True).clamp(min=torch.finfo(tangents.dtype).tiny)
         # Usual case, linearly independent tangents: one Householder QR of T^T (level-3 BLAS).
         householder, tau = torch.geqrf(scaled.T)
-        diag = householder.diagonal().abs()
-        if diag.min() > 1e-8 * diag.max():
+        if clearly_independent(householder.diagonal()):
             return cls(householder, tau, scaled.shape[0])
         # Dependent tangents (e.g. a_i > d_{i-1}): their leading right singular vectors.
         _, sv, vh = torch.linalg.svd(scaled, full_matrices=False)

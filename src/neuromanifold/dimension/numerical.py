@@ -13,7 +13,7 @@ import warnings
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_choice, check_int
+from ..core.checks import bad_value, check_architecture, check_seed, check_choice, check_int
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
@@ -73,7 +73,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     `AmbiguousRankWarning`. Numerical: not a proof.
     """
     check_architecture(arch)
-    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    seed = check_seed(seed)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")

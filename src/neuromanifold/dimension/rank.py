@@ -28,6 +28,9 @@ MIN_GAP_DECADES = 4.0
 RUNNER_UP_MARGIN_DECADES = 2.0
 # sigma_{r+1} may stand at most this factor above the round-off floor.
 ROUNDOFF_FACTOR = 1e3
+# Fast path of the symmetry split: |R_kk| >= this times max |R_jj| in a QR of tangent vectors
+# accepts them as independent without an SVD (a missed dependence is caught by the leak check).
+R_DIAGONAL_INDEPENDENCE = 1e-8
 # Machine epsilon of float64, the precision every numerical rank is read in.
 FLOAT64_EPS = 2.0 ** -52
 
@@ -104,6 +107,15 @@ def matrix_rank(matrix) -> NumericalRank:
     if M.ndim != 2 or M.numel() == 0:
         return NumericalRank(0, math.inf, 0.0, 0.0, 0.0)
     return numerical_rank(torch.linalg.svdvals(M), *M.shape)
+
+
+def clearly_independent(r_diagonal) -> bool:
+    """True when a QR's diagonal shows the columns clearly independent (no SVD needed).
+
+    Used only as a fast path: when it says False the caller falls back to `numerical_rank`.
+    """
+    values = [abs(float(v)) for v in _as_list(r_diagonal)]
+    return bool(values) and min(values) > R_DIAGONAL_INDEPENDENCE * max(values)
 
 
 def _as_list(values) -> list:

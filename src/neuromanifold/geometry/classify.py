@@ -28,14 +28,11 @@ import torch
 from ..errors import InputTypeError
 from ..core.architecture import Architecture
 from ..core.seeds import seeded_rng
-from ..core.checks import bad_value, check_int
+from ..core.checks import bad_value, check_int, check_seed
 from ..dimension.fp import DEFAULT_PRIME, rank_mod_p, rank_rational
-from ..dimension.rank import numerical_rank
+from ..dimension.rank import matrix_rank, numerical_rank, rank_rule
 from ..core.maps import forward_attention
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
-
-# Relative singular-value tolerance for the ranks of A, V and [A | V^T] from floats.
-DEFAULT_RANK_TOLERANCE = 1e-9
 
 
 @dataclass
@@ -63,7 +60,8 @@ class LayerClassification:
     jacobian_parametrisation: str = "(A, V) -> phi, A in R^{d x d}"
     prime: int | None = None
     rank_gap: float | None = None
-    rank_tolerance: float | None = None
+    ranks_settled: bool = True
+    rank_rule: dict | None = None
     n_samples: int = 0
     widths: tuple = ()
     keys: int = 0
@@ -93,13 +91,14 @@ def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:
                     "Read them with read_weights(path).")
 
 
-def _rank(M: torch.Tensor, exact: bool, tol: float) -> int:
+def _rank(M: torch.Tensor, exact: bool) -> tuple[int, bool]:
+    """(rank, settled): exact over Q for integer entries, else the package's gap rule."""
     if M.numel() == 0:
-        return 0
+        return 0, True
     if exact:
-        return rank_rational([[Fraction(int(x)) for x in row] for row in M.tolist()])
-    s = torch.linalg.svdvals(M)
-    return 0 if float(s[0]) == 0.0 else int((s > tol * s[0]).sum())
+        return rank_rational([[Fraction(int(x)) for x in row] for row in M.tolist()]), True
+    nr = matrix_rank(M)
+    return nr.rank, nr.is_settled()
 
 
 def expected_jacobian_rank(d: int, d_out: int, A_zero: bool, V_zero: bool, boundary: bool) -> int:
@@ -146,26 +145,28 @@ def attention_jacobian(arch: Architecture, A, V, inputs: list) -> list[list]:
 
 
 def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3, seed: int = 0,
-                   rank_tolerance: float = DEFAULT_RANK_TOLERANCE, prime: int = DEFAULT_PRIME,
+                   prime: int = DEFAULT_PRIME,
                    n_samples: int | None = None) -> LayerClassification:
     """Classify a single lightning layer's point (Theorem 3.4, Lemma A.3) and check it by rank.
 
     Math: singular <=> (rank A <= 1 and rank V <= 1) or phi = 0; boundary <=> critical <=>
     A = 0, V = 0 or rank [A | V^T] <= 1; smooth <=> not singular. Ranks are exact when all
-    entries are integers, numerical (relative tolerance `rank_tolerance`) otherwise; the
-    Jacobian rank of (A, V) -> phi likewise (exact over F_p, or float64 singular-value gap).
+    entries are integers, numerical otherwise (the gap rule of `dimension.rank`; an ambiguous
+    rank sets `ranks_settled` to False); the Jacobian rank of (A, V) -> phi likewise (exact
+    over F_p, or float64 by the same rule). Critical points are those where the theorem's
+    Jacobian rank falls below the generic n - 1 (for d = 1 the boundary form is every point,
+    yet the rank never drops there).
     """
     A, V, a = _as_attention(weights)
     tokens = check_int("tokens", tokens, minimum=1, fix="Pass t >= 2 (Theorem 3.4 needs t >= 2).")
-    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    seed = check_seed(seed)
     d, d_out = A.shape[0], V.shape[0]
     exact = integral_tensors(A, V)
-    rank_A, rank_V = _rank(A, exact, rank_tolerance), _rank(V, exact, rank_tolerance)
-    rank_joint = _rank(torch.cat([A, V.T], dim=1), exact, rank_tolerance)
+    (rank_A, ok_A), (rank_V, ok_V) = _rank(A, exact), _rank(V, exact)
+    rank_joint, ok_joint = _rank(torch.cat([A, V.T], dim=1), exact)
     A_zero, V_zero = rank_A == 0, rank_V == 0
     singular = A_zero or V_zero or (rank_A <= 1 and rank_V <= 1)
     boundary = A_zero or V_zero or rank_joint <= 1
-    critical = boundary
     arch = Architecture((d, d_out), (d,), tokens)
     n_params = d * d + d * d_out
     if n_samples is None:
@@ -191,10 +192,16 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
         J = J / J.norm(dim=0, keepdim=True).clamp(min=1e-300)
         nr = numerical_rank(torch.linalg.svdvals(J), *J.shape)
         jac_rank, gap, method = nr.rank, nr.gap, "numerical"
-        notes.append(f"ranks numerical (float64): relative tolerance {rank_tolerance:g} for A, V, "
-                     f"[A | V^T]; Jacobian by singular-value gap ({gap:.1f} decades)")
+        ok_J = nr.is_settled()
+        notes.append(f"ranks numerical (float64) by the gap rule for A, V, [A | V^T] and the "
+                     f"Jacobian (Jacobian gap {gap:.1f} decades)")
+    settled = exact or (ok_A and ok_V and ok_joint and ok_J)
+    if not settled:
+        notes.append("a numerical rank is ambiguous (no clear singular-value gap): the point is "
+                     "too close to a rank change to classify in float64; pass integer weights")
     expected = expected_jacobian_rank(d, d_out, A_zero, V_zero, boundary)
     generic = n_params - 1
+    critical = expected < generic
     if tokens < 2:
         notes.append("t = 1: Theorem 3.4 needs t >= 2 (only the symmetric part of A is seen)")
     if a < d:
@@ -205,5 +212,6 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
         jacobian_rank=jac_rank, expected_jacobian_rank=expected, generic_jacobian_rank=generic,
         agrees=(jac_rank == expected) and (critical == (jac_rank < generic)),
         rank_A=rank_A, rank_V=rank_V, rank_method=method,
-        prime=prime if exact else None, rank_gap=gap, rank_tolerance=None if exact else rank_tolerance,
+        prime=prime if exact else None, rank_gap=gap, ranks_settled=settled,
+        rank_rule=None if exact else rank_rule(),
         n_samples=n_samples, widths=(d, d_out), keys=a, tokens=tokens, notes=notes)

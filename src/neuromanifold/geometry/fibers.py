@@ -30,15 +30,27 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..errors import InputTypeError
+from ..dimension.rank import numerical_rank
+from ..errors import InputError, InputTypeError
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float
+from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float, check_seed
 from ..core.maps import forward
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
 from ..core.seeds import seeded_generator, seeded_rng
 from ..core.symmetries import act_between_layers, act_keys, act_rescale
 
 DEFAULT_TOLERANCE = 1e-8
+# Relative residual below which a linear system for a witness counts as solved (float64).
+_CONSISTENCY = 1e-7
+# Relative blockwise agreement of two weights on what a layer sees (float64).
+_AGREEMENT = 1e-9
+
+
+class _MoveChangesFunction(InputError):
+    """A witness move that would change what a layer sees (bad witness, or no witness found)."""
+
+    def __init__(self, error: InputError) -> None:
+        super().__init__(str(error))
 _EXACT_RANGE = 2 ** 20
 
 
@@ -78,7 +90,7 @@ def random_fiber_point(arch: Architecture, weights: LayerWeights, seed: int = 0)
     phi is unchanged up to float64 round-off.
     """
     weights = _check_weights(arch, weights, "weights")
-    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    seed = check_seed(seed)
     gen = seeded_generator(seed, "fiber-point")
     out = weights
     for i in range(1, arch.n_layers):
@@ -243,15 +255,15 @@ def _solve_invertible(blocks: list[tuple[np.ndarray, np.ndarray]], n: int, rng) 
     M = np.vstack([m for m, _ in blocks])
     b = np.concatenate([v for _, v in blocks])
     sol, *_ = np.linalg.lstsq(M, b, rcond=None)
-    if np.linalg.norm(M @ sol - b) > 1e-7 * max(1.0, np.linalg.norm(b)):
+    if np.linalg.norm(M @ sol - b) > _CONSISTENCY * max(1.0, np.linalg.norm(b)):
         return None
     _, s, vh = np.linalg.svd(M)
-    rank = int((s > s.max() * 1e-10).sum()) if s.size else 0
-    kernel = vh[rank:]
+    kernel = vh[numerical_rank(s, *M.shape).rank:]
     G = sol.reshape(n, n)
     if kernel.shape[0]:
         G = G + (rng.standard_normal(kernel.shape[0]) @ kernel).reshape(n, n)
-    if abs(np.linalg.det(G)) < 1e-10 * max(1.0, np.linalg.norm(G)) ** n:
+    rank_G = numerical_rank(np.linalg.svd(G, compute_uv=False), n, n)
+    if rank_G.rank < n or not rank_G.is_settled():
         return None
     return G
 
@@ -308,13 +320,13 @@ def _seen_projector(weights: LayerWeights, layer: int) -> torch.Tensor:
         for V in weights.V[1: layer - 1]:
             P = V @ P
     U, sv, _ = torch.linalg.svd(P, full_matrices=False)
-    rank = int((sv > sv.max() * 1e-10).sum()) if float(sv.max()) > 0 else 0
+    rank = numerical_rank(sv, *P.shape).rank
     return U[:, :rank] @ U[:, :rank].T
 
 
 def _agree_on(a: torch.Tensor, b: torch.Tensor, proj: torch.Tensor) -> bool:
     scale = max(float(a.abs().max()), float(b.abs().max()), 1e-300)
-    return float(((a - b) @ proj).abs().max()) <= 1e-9 * scale
+    return float(((a - b) @ proj).abs().max()) <= _AGREEMENT * scale
 
 
 def _replace_blocks(weights: LayerWeights, layer: int, new: dict[str, torch.Tensor]) -> LayerWeights:
@@ -332,8 +344,8 @@ def _replace_blocks(weights: LayerWeights, layer: int, new: dict[str, torch.Tens
     if "V" in new:
         ok &= _agree_on(V, new["V"], proj)
     if not ok:
-        raise bad_value("witness", f"moves that keep what layer {layer} sees", "a move changing it",
-                        "Pass the witness returned by same_function for these weights.")
+        raise _MoveChangesFunction(bad_value("witness", f"moves that keep what layer {layer} sees", "a move changing it",
+                        "Pass the witness returned by same_function for these weights."))
     Qs, Ks, Vs = list(weights.Q), list(weights.K), list(weights.V)
     if "Q" in new:
         Qs[layer - 1], Ks[layer - 1] = new["Q"], new["K"]
@@ -404,17 +416,18 @@ def _align(arch: Architecture, W1: LayerWeights, W2: LayerWeights, rng) -> tuple
         if new:
             try:
                 cur = _replace_blocks(cur, i, new)
-            except ValueError:
+            except _MoveChangesFunction:
                 return moves, cur
             moves.append({"move": "refactor keys" if "V" not in new else "unseen directions", "layer": i,
                           **{k: _matrix_list(v.numpy()) for k, v in new.items()}})
     return moves, cur
 
 
-def _rank_one(M: torch.Tensor, tol: float) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(u, v) with M = u v^T if M has numerical rank one (relative tolerance), else None."""
+def _rank_one(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(u, v) with M = u v^T if M has numerical rank one by the gap rule, else None."""
     U, s, Vh = torch.linalg.svd(M)
-    if s[0] == 0 or (s.numel() > 1 and s[1] > tol * s[0]):
+    nr = numerical_rank(s, *M.shape)
+    if nr.rank != 1 or not nr.is_settled():
         return None
     return U[:, 0] * s[0], Vh[0]
 
@@ -439,7 +452,7 @@ def find_witness(arch: Architecture, W1: LayerWeights, W2: LayerWeights, *,
         return "generic", moves, residual
     if arch.n_layers == 1 and arch.attention == "lightning":
         A = W1.Q[0].T @ W1.K[0]
-        left, right = _rank_one(A, tolerance), _rank_one(W1.V[0], tolerance)
+        left, right = _rank_one(A), _rank_one(W1.V[0])
         if left is not None and right is not None:
             alpha, beta = left
             nu, gamma = right

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value
+from ..core.checks import bad_value, check_weights_type
 from ..core.parameters import AttentionWeights, LayerWeights
 
 _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
@@ -124,6 +124,7 @@ def read_weights(path: str | Path, *, tokens: int = 3, attention: str = "lightni
 
 def write_weights(path: str | Path, weights: LayerWeights | AttentionWeights) -> Path:
     """Save weights as an .npz file readable by `read_weights` (refuses to overwrite)."""
+    check_weights_type("weights", weights, (LayerWeights, AttentionWeights))
     path = Path(path)
     if path.exists():
         raise _fail("path", "a new file", str(path), "Pick another file name or delete the old one.")

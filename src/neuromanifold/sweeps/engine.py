@@ -44,7 +44,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..core.architecture import Architecture
-from ..core.checks import ATTENTION_KINDS, METHODS, bad_value, check_int
+from ..core.checks import ATTENTION_KINDS, METHODS, bad_value, check_int, check_seed
 
 GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description")
 REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
@@ -604,7 +604,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
 
     backend = check_choice("backend", backend, ("local", "dask"))
     jobs = check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core).")
-    seed = check_int("seed", seed, minimum=0, fix="Pass a non-negative integer seed.")
+    seed = check_seed(seed)
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise bad_value("timeout", "a positive number of seconds", timeout, "Pass e.g. --timeout 60.")
