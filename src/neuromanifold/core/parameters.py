@@ -26,6 +26,23 @@ DTYPE = torch.float64
 EXACT_INTEGER_LIMIT = 2 ** 24
 
 
+def value_products(Vs, matmul=None) -> list:
+    """[P_0, P_1, ..., P_l] with P_0 = I and P_i = V_i ... V_1 (Eq. 8).
+
+    `matmul(A, B)` multiplies two matrices (default `A @ B`; the F_p path passes its modular
+    product). P_{i-1} maps the network's input to the input of layer i, up to the attention
+    factors, and V' = P_l.
+    """
+    product = matmul or (lambda A, B: A @ B)
+    first = Vs[0]
+    P = torch.eye(first.shape[1], dtype=first.dtype, device=first.device)
+    out = [P]
+    for V in Vs:
+        P = product(V, P)
+        out.append(P)
+    return out
+
+
 def integral_tensors(*tensors: torch.Tensor) -> bool:
     """True when every entry is a finite whole number of size <= EXACT_INTEGER_LIMIT."""
     return all(bool(torch.all(torch.isfinite(t))) and bool(torch.all(t == torch.round(t)))
@@ -70,13 +87,9 @@ class AttentionWeights:
 
     def to_virtual(self) -> "VirtualWeights":
         """Math: A'_i = P_{i-1}^T A_i P_{i-1}, V' = V_l ... V_1 (Eq. 8)."""
-        d0 = self.A[0].shape[0]
-        P = torch.eye(d0, dtype=self.A[0].dtype, device=self.A[0].device)
-        virtual = []
-        for A, V in zip(self.A, self.V):
-            virtual.append(P.T @ A @ P)
-            P = V @ P
-        return VirtualWeights(tuple(virtual), P)
+        Ps = value_products(self.V)
+        virtual = tuple(P.T @ A @ P for A, P in zip(self.A, Ps))
+        return VirtualWeights(virtual, Ps[-1])
 
     def to_layer_weights(self, arch: Architecture) -> LayerWeights:
         """Factor each A_i = Q_i^T K_i with Q_i, K_i in R^{a_i x d_{i-1}} (balanced SVD split).

@@ -17,7 +17,7 @@ import torch
 from ..core.architecture import Architecture
 from ..core.checks import bad_value
 from .fp import left_kernel_mod_p, nullspace_mod_p, pivot_columns_mod_p, rank_mod_p
-from ..core.parameters import LayerWeights
+from ..core.parameters import LayerWeights, value_products
 from ..core.symmetries import symmetry_tangents
 
 # p < 2^31 and operands split into 16-bit halves: one term of a product is < 2^31 * 2^16 = 2^47,
@@ -123,13 +123,7 @@ def jacobian_rows_mod_p(weights: LayerWeights, X: torch.Tensor, G: torch.Tensor,
 
 def products_mod_p(weights: LayerWeights, p: int) -> list[torch.Tensor]:
     """P_0 = I, P_i = V_i ... V_1 mod p (Eq. 8), for i = 0..l-1."""
-    d0 = weights.V[0].shape[1]
-    P = torch.eye(d0, dtype=torch.int64)
-    out = [P]
-    for V in weights.V[:-1]:
-        P = matmul_mod(V, P, p)
-        out.append(P)
-    return out
+    return value_products(weights.V, lambda A, B: matmul_mod(A, B, p))[:-1]
 
 
 # NOTE: [hidden symmetries: sound kernel tangents]

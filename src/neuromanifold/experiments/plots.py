@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ..dimension.result import SETTLED_STATUSES  # noqa: E402
+
 
 def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
     """Estimated vs expected dimension against delta, as in the paper's Figure 3."""
@@ -17,8 +19,8 @@ def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
     ax.plot(deltas, [r["expected"] for r in rows], "-", color="tab:blue", lw=2,
             label=f"expected ({rows[0]['formula']})")
     ax.plot(deltas, [r["n_params"] for r in rows], ":", color="tab:gray", label="parameters")
-    settled = [r for r in rows if r["status"] in ("settled", "certified")]
-    unsettled = [r for r in rows if r["status"] not in ("settled", "certified")]
+    settled = [r for r in rows if r["status"] in SETTLED_STATUSES]
+    unsettled = [r for r in rows if r["status"] not in SETTLED_STATUSES]
     ax.plot([r["delta"] for r in settled], [r["estimated"] for r in settled], "o",
             color="tab:orange", ms=6, label=f"estimated ({rows[0]['method']}, float64)")
     if unsettled:
@@ -72,7 +74,7 @@ def plot_figure1(data, path: Path) -> Path:
 def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
     """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
     fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
-    done = [r for r in rows if r["status"] in ("settled", "certified")]
+    done = [r for r in rows if r["status"] in SETTLED_STATUSES]
     markers = {"lightning": "o", "softmax": "s"}
     for attention in sorted({r["attention"] for r in done}):
         for holds, colour, label in ((False, "tab:red", "hypotheses fail"),

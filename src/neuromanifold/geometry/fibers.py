@@ -35,7 +35,7 @@ from ..errors import InputError, InputTypeError
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float, check_seed
 from ..core.maps import forward
-from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
+from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors, value_products
 from ..core.seeds import seeded_generator, seeded_rng
 from ..core.symmetries import act_between_layers, act_keys, act_rescale
 
@@ -313,12 +313,7 @@ def _seen_projector(weights: LayerWeights, layer: int) -> torch.Tensor:
     Math: by Lemma 3.6 the input of layer i is P_{i-1} Z for some Z, so layer i only sees its
     weights restricted to col(P_{i-1}) (all of R^{d_{i-1}} when d_0 >= ... >= d_{i-1}, generically).
     """
-    d = weights.V[layer - 1].shape[1]
-    P = torch.eye(d, dtype=torch.float64)
-    if layer > 1:
-        P = weights.V[0]
-        for V in weights.V[1: layer - 1]:
-            P = V @ P
+    P = value_products(weights.V[: layer - 1] or weights.V[:1])[layer - 1]
     U, sv, _ = torch.linalg.svd(P, full_matrices=False)
     rank = numerical_rank(sv, *P.shape).rank
     return U[:, :rank] @ U[:, :rank].T
@@ -507,12 +502,8 @@ def canonical_form(arch: Architecture, weights: LayerWeights) -> LayerWeights:
             A_virtual[i - 1] = A * lam
             factor *= lam ** (3 ** (l - i))
         V_virtual = V_virtual / factor
-    P = torch.eye(widths[0], dtype=torch.float64)
-    canon_P = [P]
-    for i in range(1, l):
-        P = W.V[i - 1] @ P
-        lead = P[:, : widths[i]]
-        canon_P.append(torch.linalg.solve(lead, P))
+    canon_P = [P if i == 0 else torch.linalg.solve(P[:, : widths[i]], P)
+               for i, P in enumerate(value_products(W.V[: l - 1] or W.V[:1])[:l])]
     As, Vs = [], []
     for i in range(1, l + 1):
         d_in = widths[i - 1]

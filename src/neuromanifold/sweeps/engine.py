@@ -44,6 +44,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..core.architecture import Architecture
+from ..dimension.result import STATUSES as RESULT_STATUSES
 from ..core.checks import ATTENTION_KINDS, METHODS, bad_value, check_int, check_seed
 
 GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description")
@@ -58,7 +59,7 @@ RESULT_COLUMNS = (
     "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
     "message", "result_json", "finished_at")
 # Row statuses: those of DimensionResult, plus the sweep's own.
-STATUSES = ("settled", "ambiguous", "certified", "lower-bound", "error", "timeout")
+STATUSES = RESULT_STATUSES + ("error", "timeout")
 
 
 # ---------------------------------------------------------------- grid files

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..core.checks import bad_value
+from ..dimension.result import SETTLED_STATUSES
 from ..io.outputs import staged_files
 from .engine import read_results
 
@@ -71,7 +72,6 @@ def parse_fix(text: str | None, layers: int) -> dict[str, int]:
     return fixed
 
 
-SETTLED = ("settled", "certified")
 
 
 def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
@@ -85,7 +85,7 @@ def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
     fixed = fixed or {}
     groups: dict = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] not in SETTLED or len(str(r["keys"]).split(",")) != layers:
+        if r["status"] not in SETTLED_STATUSES or len(str(r["keys"]).split(",")) != layers:
             continue
         if any(axis_value(r, k) != v for k, v in fixed.items()):
             continue
