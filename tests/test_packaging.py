@@ -1,0 +1,56 @@
+"""The package builds as a wheel and an sdist, and the wheel works in a fresh environment."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    # --no-isolation: build offline with this environment's setuptools (declared in the test extra).
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def test_wheel_and_sdist_are_built_with_the_shipped_grids(dist):
+    """`python -m build` makes one wheel and one sdist; the wheel carries the grid files."""
+    wheels, sdists = list(dist.glob("*.whl")), list(dist.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "neuromanifold/sweeps/grids/eq14_map.toml" in names
+    assert "neuromanifold/cli/app.py" in names
+
+
+def test_wheel_runs_dim_in_a_fresh_venv(dist, tmp_path):
+    """The wheel installed offline into a new venv runs `neuromanifold dim` from that venv."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheel = next(dist.glob("*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
+                    "--no-deps", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel)],
+                   check=True, capture_output=True, text=True)
+    # Dependencies come from this environment (offline): a path entry, so that its .pth files,
+    # the editable install of the source tree among them, are not processed.
+    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; "
+                                         "print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    (site / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([str(python), "-c", "import neuromanifold; print(neuromanifold.__file__)"],
+                           check=True, capture_output=True, text=True, env=env).stdout
+    assert where.startswith(str(venv))
+    run = subprocess.run([str(venv / "bin" / "neuromanifold"), "dim", "--widths", "3,4", "--keys", "2",
+                          "--json"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert (result["status"], result["dimension"], result["n_params"]) == ("certified", 19, 24)
