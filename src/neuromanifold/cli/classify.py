@@ -28,17 +28,8 @@ def classify(
     if as_json:
         print_json({"seed": seed, **result.to_dict()})
     else:
-        rank_how = (f"exact over F_p, p = {result.prime}" if result.rank_method == "exact" else
-                    f"numerical, gap {result.rank_gap:.1f} decades")
         lines = [("weights", f"{weights} (d = {result.widths[0]}, d' = {result.widths[1]}, a = {result.keys}, "
-                  f"t = {tokens})"), ("seed", str(seed)),
-                 ("smooth", str(result.smooth)), ("singular", str(result.singular)),
-                 ("boundary", str(result.boundary)), ("critical", str(result.critical)),
-                 ("jacobian rank", f"{result.jacobian_rank} [{rank_how}; {result.jacobian_parametrisation}, "
-                  f"N = {result.n_samples}]"),
-                 ("theorem says", f"{result.expected_jacobian_rank} (generic {result.generic_jacobian_rank}); "
-                  + ("agrees" if result.agrees else "DISAGREES"))]
-        lines += [("notes", n) for n in result.notes]
+                  f"t = {tokens})"), ("seed", str(seed))] + result.summary_lines()
         width = max(len(k) for k, _ in lines)
         for key, value in lines:
             print(f"{key:<{width}}  {value}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -35,21 +34,6 @@ def fiber(
     if as_json:
         print_json({"seed": seed, "architecture": first.arch.to_dict(), **result.to_dict()})
         return
-    if result.method == "exact":
-        how = (f"exact (rational identity test, P(wrong) <= {result.failure_probability:.1e})"
-               if result.same_function else "exact (outputs differ at an input: certain)")
-    else:
-        how = (
-               f"numerical (float64, relative tolerance {result.tolerance:g}, max difference "
-               f"{result.max_difference:.2e})")
     print(f"architecture    {first.arch}")
     print(f"seed            {seed}")
-    print(f"same function   {result.same_function}  [{how}, {result.n_points} inputs]")
-    if result.same_function:
-        print(f"fiber           {result.kind}")
-        for move in result.witness or []:
-            print(f"  witness move  {json.dumps(move)}")
-        if result.witness_residual is not None:
-            print(f"witness residual {result.witness_residual:.1e} (float64, relative, blockwise)")
-    for note in result.notes:
-        print(f"note            {note}")
+    print(result.summary())

@@ -75,6 +75,24 @@ class LayerClassification:
         out["widths"] = list(out["widths"])
         return out
 
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """(label, text) pairs of `summary`."""
+        rank_how = (f"exact over F_p, p = {self.prime}" if self.rank_method == "exact" else
+                    f"numerical, gap {self.rank_gap:.1f} decades")
+        lines = [("smooth", str(self.smooth)), ("singular", str(self.singular)),
+                 ("boundary", str(self.boundary)), ("critical", str(self.critical)),
+                 ("jacobian rank", f"{self.jacobian_rank} [{rank_how}; "
+                  f"{self.jacobian_parametrisation}, N = {self.n_samples}]"),
+                 ("theorem says", f"{self.expected_jacobian_rank} (generic "
+                  f"{self.generic_jacobian_rank}); " + ("agrees" if self.agrees else "DISAGREES"))]
+        return lines + [("notes", n) for n in self.notes]
+
+    def summary(self) -> str:
+        """The classification table `neuromanifold classify` prints."""
+        lines = self.summary_lines()
+        width = max(len(k) for k, _ in lines)
+        return "\n".join(f"{key:<{width}}  {value}" for key, value in lines)
+
 
 def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(A, V, a) from single-layer LayerWeights or AttentionWeights."""

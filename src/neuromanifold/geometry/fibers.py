@@ -24,6 +24,7 @@ it to W1: `witness_residual` is the largest relative difference to W2's blocks i
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
@@ -168,6 +169,24 @@ class FiberResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def summary(self) -> str:
+        """The lines `neuromanifold fiber` prints after the architecture and seed."""
+        if self.method == "exact":
+            how = (f"exact (rational identity test, P(wrong) <= {self.failure_probability:.1e})"
+                   if self.same_function else "exact (outputs differ at an input: certain)")
+        else:
+            how = (f"numerical (float64, relative tolerance {self.tolerance:g}, max difference "
+                   f"{self.max_difference:.2e})")
+        lines = [f"same function   {self.same_function}  [{how}, {self.n_points} inputs]"]
+        if self.same_function:
+            lines.append(f"fiber           {self.kind}")
+            lines += [f"  witness move  {json.dumps(move)}" for move in self.witness or []]
+            if self.witness_residual is not None:
+                lines.append(f"witness residual {self.witness_residual:.1e} (float64, relative, "
+                             "blockwise)")
+        lines += [f"note            {note}" for note in self.notes]
+        return "\n".join(lines)
 
 
 def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
