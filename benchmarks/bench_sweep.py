@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from neuromanifold.sweeps.engine import load_grid, sweep
+from neuromanifold.sweeps.engine import sweep
+from neuromanifold.sweeps.grid import load_grid
 
 GRID = """
 widths = {layers = [2], range = [3, 8]}

@@ -16,8 +16,10 @@ import pytest
 
 from neuromanifold.cli import main
 from neuromanifold.sweeps.report import CSV_COLUMNS, write_report
-from neuromanifold.sweeps.engine import (check_store, compute_item, item_key, load_grid, read_results,
-                                  sweep)
+from neuromanifold.sweeps.engine import sweep
+from neuromanifold.sweeps.grid import item_key, load_grid
+from neuromanifold.sweeps.items import compute_item
+from neuromanifold.sweeps.store import check_store, read_results
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

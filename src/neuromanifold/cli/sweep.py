@@ -29,7 +29,8 @@ def sweep_command(
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: PLC0415
                                TimeElapsedColumn, TimeRemainingColumn)
 
-    from ..sweeps.engine import load_grid, sweep  # noqa: PLC0415
+    from ..sweeps.engine import sweep
+    from ..sweeps.grid import load_grid  # noqa: PLC0415
 
     methods = None if method is None else [m.strip().lower() for m in method.split(",")]
     loaded = load_grid(grid)

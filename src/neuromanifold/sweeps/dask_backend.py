@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from ..errors import InputError
 
 # The child says "ready" once its imports are done; the timeout counts from then.
-_CHILD = ("import json, sys; from neuromanifold.sweeps.engine import compute_item; "
+_CHILD = ("import json, sys; from neuromanifold.sweeps.items import compute_item; "
           "import neuromanifold.dimension.api; print('ready', flush=True); "
           "sys.stdout.write(json.dumps(compute_item(json.loads(sys.stdin.read()))))")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.checks import bad_value
 from ..dimension.result import SETTLED_STATUSES
 from ..io.outputs import staged_files
-from .engine import read_results
+from .store import read_results
 
 CSV_COLUMNS = (
     "widths", "keys", "tokens", "attention", "method", "n_params", "dimension", "formula",

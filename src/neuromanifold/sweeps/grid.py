@@ -1,0 +1,241 @@
+"""Grid files: TOML lists multiplied out into sweep items, and their canonical keys.
+
+Sweeps over architectures: grid files, the SQLite result store, and the local worker pool.
+
+A grid file is TOML. Its top-level lists are multiplied out (the grid is their product):
+
+    widths    = [[3, 3, 3], [4, 4, 4], [5, 3, 5]]   # d = (d_0 .. d_l); required
+    keys      = [[2, 2], [3, 3]]                    # a = (a_1 .. a_l); required
+    tokens    = [2, 3]                              # t; required
+    attention = ["lightning", "softmax"]            # default ["lightning"]
+    method    = ["auto"]                            # default ["auto"]
+    temperature = [1.0]                             # softmax only; default [1.0]
+    description = "free text"                       # optional, ignored
+
+Compact range form, for `widths` and `keys` (alone, or as entries of their lists):
+
+    widths = {layers = [2, 3], range = [2, 6]}      # every (d_0..d_l), l in {2, 3}, 2 <= d_i <= 6
+    keys   = {layers = [2], values = [1, 2, 4]}     # every (a_1, a_2) with a_i in {1, 2, 4}
+
+`layers` counts attention layers l (a widths tuple has l + 1 entries, a keys tuple l). A file may
+instead hold several `[[grid]]` tables, each of the form above; the grid is then their union.
+Combinations whose keys do not have one entry per layer are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..core.architecture import Architecture
+from ..core.checks import ATTENTION_KINDS, METHODS, bad_value
+from ..errors import InputError
+
+GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description")
+REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
+# Range forms larger than this are refused (a typo such as range = [2, 60] would never finish).
+MAX_GRID_ITEMS = 200_000
+
+
+# ---------------------------------------------------------------- grid files
+
+@dataclass(frozen=True)
+class Grid:
+    """The items of a sweep: canonical item dicts (without seed) and how many were skipped.
+
+    Invariant: every item builds a valid Architecture; `n_skipped` counts the combinations of the
+    product whose keys did not have one entry per layer; items are distinct.
+    """
+
+    items: tuple[dict, ...]
+    n_skipped: int
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def shipped_grids() -> list[str]:
+    """Names of the grids shipped with the package (usable in place of a path)."""
+    folder = resources.files("neuromanifold.sweeps") / "grids"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def resolve_grid_path(spec: str | os.PathLike) -> Path:
+    """A path to an existing grid file, or the shipped grid of that name (e.g. `eq14_map`)."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    name = str(spec)
+    if name in shipped_grids():
+        return Path(str(resources.files("neuromanifold.sweeps") / "grids" / f"{name}.toml"))
+    raise bad_value("grid", "a TOML grid file or a shipped grid name", str(spec),
+                    f"Pass a path to an existing file, or one of: {', '.join(shipped_grids())}.")
+
+
+def _grid_error(source: str, name: str, requirement: str, got: object, fix: str) -> InputError:
+    return InputError(f"`{name}` in grid {source} must be {requirement}; got {got!r}. {fix}")
+
+
+def _int_tuples(source: str, name: str, value: object, min_length: int, example: str) -> list[tuple]:
+    """Expand the `widths` or `keys` entry of a grid (explicit lists and range forms)."""
+    entries = [value] if isinstance(value, dict) else value
+    if not isinstance(entries, list) or not entries:
+        raise _grid_error(source, name, "a non-empty list of integer lists or a range table", value,
+                          f"Write e.g. {name} = [{example}].")
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            out.extend(_range_tuples(source, name, entry, min_length, example))
+            continue
+        if (not isinstance(entry, list) or len(entry) < min_length
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)):
+            raise _grid_error(source, name, f"a list of lists of at least {min_length} positive "
+                              "integers", value, f"Write e.g. {name} = [{example}].")
+        out.append(tuple(entry))
+    return out
+
+
+def _range_tuples(source: str, name: str, table: dict, min_length: int, example: str) -> list[tuple]:
+    offset = 1 if name == "widths" else 0
+    unknown = sorted(set(table) - {"layers", "range", "values"})
+    fix = f"Write e.g. {name} = {{layers = [2, 3], range = [2, 6]}}."
+    if unknown or "layers" not in table or ("range" in table) == ("values" in table):
+        raise _grid_error(source, name, "a table with `layers` and exactly one of `range`, `values`",
+                          table, fix)
+    layers = table["layers"]
+    if (not isinstance(layers, list) or not layers
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v + offset >= min_length
+                       for v in layers)):
+        raise _grid_error(source, f"{name}.layers", "a non-empty list of layer counts l >= 1",
+                          layers, fix)
+    if "range" in table:
+        bounds = table["range"]
+        if (not isinstance(bounds, list) or len(bounds) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in bounds)
+                or not 1 <= bounds[0] <= bounds[1]):
+            raise _grid_error(source, f"{name}.range", "[low, high] with 1 <= low <= high", bounds, fix)
+        values = list(range(bounds[0], bounds[1] + 1))
+    else:
+        values = table["values"]
+        if (not isinstance(values, list) or not values
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)):
+            raise _grid_error(source, f"{name}.values", "a non-empty list of positive integers",
+                              values, f"Write e.g. {name} = {{layers = [2], values = [2, 4, 6]}}.")
+    total = sum(len(values) ** (layer + offset) for layer in layers)
+    if total > MAX_GRID_ITEMS:
+        raise _grid_error(source, name, f"a range form with at most {MAX_GRID_ITEMS} tuples", table,
+                          "Narrow `range` or list fewer `values`.")
+    return [t for layer in layers for t in itertools.product(sorted(set(values)), repeat=layer + offset)]
+
+
+def _scalars(source: str, name: str, value: object, kind: type, check, example: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise _grid_error(source, name, "a non-empty list", value, f"Write e.g. {name} = {example}.")
+    for v in value:
+        ok = isinstance(v, kind) and not isinstance(v, bool)
+        if kind is float:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not check(v):
+            raise _grid_error(source, name, "a non-empty list of valid values", value,
+                              f"Write e.g. {name} = {example}.")
+    return value
+
+
+def _product(source: str, table: dict) -> tuple[list[dict], int]:
+    if not isinstance(table, dict):
+        raise _grid_error(source, "grid", "a table of lists", table, "Write [[grid]] tables.")
+    unknown = sorted(set(table) - set(GRID_KEYS))
+    if unknown:
+        raise _grid_error(source, unknown[0], "absent (unknown key)", unknown[0],
+                          f"Use only {', '.join(GRID_KEYS)}.")
+    missing = [k for k in REQUIRED_GRID_KEYS if k not in table]
+    if missing:
+        raise _grid_error(source, missing[0], "present", None,
+                          f"Add e.g. {missing[0]} = " + {"widths": "[[3, 3, 3]]", "keys": "[[2, 2]]",
+                                                         "tokens": "[3]"}[missing[0]] + ".")
+    if "description" in table and not isinstance(table["description"], str):
+        raise _grid_error(source, "description", "a string", table["description"],
+                          'Write description = "...".')
+    widths = _int_tuples(source, "widths", table["widths"], 2, "[3, 3, 3], [5, 3, 5]")
+    keys = _int_tuples(source, "keys", table["keys"], 1, "[2, 2], [3, 3]")
+    tokens = _scalars(source, "tokens", table["tokens"], int, lambda v: v >= 1, "[2, 3]")
+    attention = _scalars(source, "attention", table.get("attention", ["lightning"]), str,
+                         lambda v: v in ATTENTION_KINDS, '["lightning", "softmax"]')
+    method = _scalars(source, "method", table.get("method", ["auto"]), str,
+                      lambda v: v in METHODS, '["auto"] (or "numerical", "exact", "certified")')
+    temperature = _scalars(source, "temperature", table.get("temperature", [1.0]), float,
+                           lambda v: 0 < v < math.inf, "[1.0]")
+    items, skipped = [], 0
+    for w, a, t, att, m in itertools.product(widths, keys, tokens, attention, method):
+        if len(a) != len(w) - 1:
+            skipped += len(temperature) if att == "softmax" else 1
+            continue
+        if m in ("exact", "certified") and att == "softmax":
+            skipped += len(temperature)
+            continue
+        for temp in (temperature if att == "softmax" else [1.0]):
+            items.append({"widths": w, "keys": a, "tokens": t, "attention": att, "method": m,
+                          "temperature": float(temp)})
+    return items, skipped
+
+
+def load_grid(spec: str | os.PathLike) -> Grid:
+    """Read and expand a grid file (a path, or a shipped grid name); see the module docstring.
+
+    Combinations whose keys do not have one entry per layer, and exact/certified methods asked of
+    softmax networks, are skipped and counted in `n_skipped`. Duplicates are dropped.
+    """
+    path = resolve_grid_path(spec)
+    source = str(spec)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise bad_value("grid", "a valid TOML file", source,
+                        f"Fix the TOML syntax ({str(exc).splitlines()[0]}).") from None
+    if "grid" in data:
+        extra = sorted(set(data) - {"grid", "description"})
+        if extra or not isinstance(data["grid"], list):
+            raise _grid_error(source, "grid", "a list of [[grid]] tables with no other top-level "
+                              "lists", sorted(data), "Put every list inside a [[grid]] table.")
+        tables = data["grid"]
+    else:
+        tables = [data]
+    items, skipped, seen = [], 0, set()
+    for table in tables:
+        new, n_skip = _product(source, table)
+        skipped += n_skip
+        for item in new:
+            key = item_key(item, 0)
+            if key not in seen:
+                seen.add(key)
+                items.append(item)
+    if len(items) > MAX_GRID_ITEMS:
+        raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} items", len(items),
+                          "Split the grid into several files.")
+    if not items:
+        raise _grid_error(source, "grid", "at least one item whose keys match its layers",
+                          f"0 items ({skipped} skipped)", "Give key lists with one entry per layer.")
+    return Grid(tuple(items), skipped, source)
+
+
+def item_key(item: dict, seed: int) -> str:
+    """Canonical key of a grid item, e.g. 'lightning;widths=3,3,3;keys=2,2;tokens=3;method=auto;seed=0'."""
+    parts = [item["attention"], "widths=" + ",".join(map(str, item["widths"])),
+             "keys=" + ",".join(map(str, item["keys"])), f"tokens={item['tokens']}",
+             f"method={item['method']}"]
+    if item["attention"] == "softmax":
+        parts.append(f"temperature={float(item['temperature'])!r}")
+    parts.append(f"seed={seed}")
+    return ";".join(parts)
+
+
+def estimated_cost(item: dict) -> float:
+    """A rough relative cost (for scheduling largest first)."""
+    arch = Architecture(item["widths"], item["keys"], item["tokens"], item["attention"])
+    return arch.n_params ** 2 * arch.n_layers * (4 if item["attention"] == "softmax" else 1)

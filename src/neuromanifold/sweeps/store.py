@@ -1,0 +1,136 @@
+"""The SQLite result store of a sweep.
+
+The store is one SQLite file (WAL mode) with one row per grid item, keyed by a canonical item key
+that includes the seed. A row is inserted once, when its item finishes, inside a transaction, and
+only if absent; so re-running a sweep skips what is done, and killing it at any moment loses no
+finished result and writes none twice. Only the calling process writes; workers compute.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from ..core.checks import bad_value
+from ..dimension.result import STATUSES as RESULT_STATUSES
+
+STORE_APPLICATION_ID = 0x4E4D5357  # "NMSW"
+STORE_SCHEMA_VERSION = 1
+RESULT_COLUMNS = (
+    "item_key", "widths", "keys", "tokens", "attention", "method", "temperature", "seed",
+    "n_params", "dimension", "formula_name", "formula", "hypotheses_hold", "conjecture",
+    "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
+    "message", "result_json", "finished_at")
+# Row statuses: those of DimensionResult, plus the sweep's own.
+STATUSES = RESULT_STATUSES + ("error", "timeout")
+
+
+
+# ---------------------------------------------------------------- the store
+
+def _is_sqlite_file(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(16) == b"SQLite format 3\x00"
+
+
+def check_store(path: str | os.PathLike, *, must_exist: bool = False) -> Path:
+    """Validate `path` as a sweep store without touching it: new, empty, or one of ours.
+
+    Raises the template ValueError for a folder, a non-SQLite file, or an SQLite file that is not
+    a neuromanifold sweep store (another application's tables).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise bad_value("db", "an SQLite file path", str(path), "Pass a file name such as results.sqlite.")
+    if not path.exists():
+        if must_exist:
+            raise bad_value("db", "an existing sweep store", str(path),
+                            "Pass the --db file a `neuromanifold sweep` wrote.")
+        if not path.parent.exists():
+            raise bad_value("db", "a path in an existing folder", str(path),
+                            f"Create the folder {path.parent} first.")
+        return path
+    if path.stat().st_size == 0:
+        if must_exist:
+            raise bad_value("db", "a sweep store with results", f"{path} (empty file)",
+                            "Pass the --db file a `neuromanifold sweep` wrote.")
+        return path
+    if not _is_sqlite_file(path):
+        raise bad_value("db", "a neuromanifold sweep store (SQLite) or a new path",
+                        f"{path} (not an SQLite file)", "Pass a new file name such as results.sqlite.")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = sorted(r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"))
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise bad_value("db", "a readable SQLite file", f"{path} ({exc})",
+                        "Pass a new file name such as results.sqlite.") from None
+    if app_id != STORE_APPLICATION_ID or "results" not in tables:
+        what = f"tables {', '.join(tables)}" if tables else "no tables"
+        raise bad_value("db", "a neuromanifold sweep store or a new path",
+                        f"{path} (an SQLite file of another application: {what})",
+                        "Pass a new file name such as results.sqlite.")
+    if version != STORE_SCHEMA_VERSION:
+        raise bad_value("db", f"a sweep store of schema version {STORE_SCHEMA_VERSION}",
+                        f"{path} (version {version})", "Pass a new file name such as results.sqlite.")
+    return path
+
+
+def open_store(path: str | os.PathLike) -> sqlite3.Connection:
+    """Open (creating if new) a sweep store for writing, after `check_store`."""
+    path = check_store(path)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA journal_mode = WAL")
+    # NORMAL is durable across a killed process (SIGKILL) in WAL mode; FULL only adds power-loss safety.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    columns = ", ".join(
+        f"{c} TEXT PRIMARY KEY" if c == "item_key" else c for c in RESULT_COLUMNS)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS results ({columns})")
+        conn.execute(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return conn
+
+
+def done_keys(conn: sqlite3.Connection) -> set[str]:
+    """Item keys already in the store."""
+    return {r[0] for r in conn.execute("SELECT item_key FROM results")}
+
+
+def insert_result(conn: sqlite3.Connection, row: dict) -> bool:
+    """Insert `row` in one transaction unless its item key is present; True if it was inserted."""
+    row = dict(row, finished_at=row.get("finished_at") or time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                         time.gmtime()))
+    placeholders = ", ".join("?" for _ in RESULT_COLUMNS)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cur = conn.execute(f"INSERT OR IGNORE INTO results ({', '.join(RESULT_COLUMNS)}) "
+                           f"VALUES ({placeholders})", [row.get(c) for c in RESULT_COLUMNS])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return cur.rowcount == 1
+
+
+def read_results(path: str | os.PathLike) -> list[dict]:
+    """Every row of a sweep store (opened read-only), in insertion order."""
+    path = check_store(path, must_exist=True)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY rowid")]
+    finally:
+        conn.close()
