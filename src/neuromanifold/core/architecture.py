@@ -1,4 +1,4 @@
-"""The architecture of a deep self-attention network (MATH.md sections 1, 2, 5)."""
+"""The architecture of a deep self-attention network (docs/math/notation.md)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Architecture:
 
     @property
     def n_params(self) -> int:
-        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}) (MATH.md section 2)."""
+        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}) (docs/math/notation.md)."""
         return sum(2 * a * d_in + d_out * d_in
                    for a, d_in, d_out in zip(self.keys, self.widths[:-1], self.widths[1:]))
 
