@@ -253,3 +253,27 @@ def test_markdown_links_stay_inside_the_repository():
             if not resolved.exists() or ROOT.resolve() not in resolved.parents:
                 bad.append(f"{path.relative_to(ROOT)}: {target}")
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------- citation and changelog
+
+def test_citation_matches_the_package_version_and_cites_the_paper():
+    """CITATION.cff is CFF 1.2.0, carries pyproject's version and references the ICLR 2025 paper."""
+    import tomllib
+
+    import neuromanifold
+
+    cff = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert re.search(r"^cff-version: 1\.2\.0$", cff, re.M)
+    assert re.search(rf"^version: {re.escape(version)}$", cff, re.M)
+    assert neuromanifold.__version__ == version
+    assert "Geometry of Lightning Self-Attention: Identifiability and Dimension" in cff
+    assert re.search(r"^references:$", cff, re.M)
+
+
+def test_changelog_has_an_unreleased_section():
+    """CHANGELOG.md keeps an Unreleased section for the next entries."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(r"^## \[Unreleased\]", text, re.M)
+    assert "### Changed" in text
