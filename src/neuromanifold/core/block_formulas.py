@@ -1,0 +1,42 @@
+"""Closed forms for block networks, each with its status (docs/blocks.md).
+
+`block_formula` returns a `FormulaValue`: `conjecture` where we state a count backed by exact
+ranks but no proof, `proved` where it reduces to the paper's single-layer theorem (one head), and
+`none` (hypotheses not holding) where no closed form is known. A conjecture is never the dimension.
+"""
+
+from __future__ import annotations
+
+from .architecture import Architecture
+from .catalogue import ambient_bound
+from .formulas import FormulaValue
+
+_HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, full-rank heads "
+               "(a = d_0) and value width v >= min(d_0, d_1) or unfactored values")
+
+
+def block_formula(arch: Architecture) -> FormulaValue:
+    """Dimension of H full-rank lightning heads: min(H c - H (H - 1), ambient bound).
+
+    Math: one head of width a = d has c = d^2 + r (d + d' - r) - 1 free directions (its A = Q^T K
+    is any d x d matrix, its V = O W any d' x d matrix of rank <= r = min(v, d, d'), one common
+    rescaling); H heads add H c less the H (H - 1) head-mixing directions beyond the rescalings;
+    the map lies in a space of dimension d' d d (d + 1) / 2 (`catalogue.ambient_bound`).
+    For H = 1 this is the paper's single-layer count (proved); for H > 1 a conjecture checked by
+    exact ranks (d = d' = 3: 17, 32, 45, 54 for H = 1..4).
+    """
+    d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
+    v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
+    holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
+             and arch.norm == "none" and arch.tokens >= 2 and arch.keys[0] == d
+             and v == min(d, d_out))
+    if not holds:
+        return FormulaValue("no closed form for this block network", arch.n_params, False,
+                            _HYPOTHESES, status="none")
+    single = d * d + v * (d + d_out - v) - 1
+    value = min(H * single - H * (H - 1), ambient_bound(arch))
+    if H == 1:
+        return FormulaValue("single lightning head", value, True, _HYPOTHESES, status="proved",
+                            source="Henry, Marchetti, Kohn, ICLR 2025, one-layer count")
+    return FormulaValue("lightning heads with head mixing", value, True, _HYPOTHESES,
+                        status="conjecture", source="exact ranks over F_p (docs/blocks.md)")
