@@ -225,3 +225,14 @@ def test_cli_norm_numerical(capsys):
                  "--mlp", "2", "--activation", "tanh", "--residual"])
     out = capsys.readouterr().out
     assert code == 0 and "numerical, settled" in out
+
+
+def test_heads_command_writes_png_csv_and_table(tmp_path, capsys):
+    """`heads`: lightning stops at the ambient bound while softmax keeps adding dimensions."""
+    code = main(["heads", "--max-heads", "4", "--out", str(tmp_path), "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and (tmp_path / "heads.png").stat().st_size > 0
+    assert [r["lightning"] for r in rows] == [17, 32, 45, 54]
+    assert [r["softmax"] for r in rows] == [18, 36, 54, 72]
+    assert all(r["lightning_status"] == "certified" and r["ambient"] == 54 for r in rows)
+    assert (tmp_path / "heads.csv").read_text().splitlines()[0].startswith("heads,n_params,lightning")

@@ -74,6 +74,8 @@ BAD_COMMANDS = [
     ["dim", "--widths", "4,4,4", "--keys", "2,3", "--mlp", "2,2", "--activation", "relu",
      "--method", "exact"],
     ["figure3", "--deltas", "9-3"],
+    ["heads", "--max-heads", "0", "--out", "/tmp/nm-never-made"],
+    ["heads", "--widths", "3,3,3", "--out", "/tmp/nm-never-made"],
     ["fiber", "--weights", "/nonexistent/a.npz", "--other", "/nonexistent/b.npz"],
     ["classify", "--weights", "/nonexistent/a.npz"],
     ["figure1", "--grid", "2", "--out", "/tmp/nm-never-made"],
