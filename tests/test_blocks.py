@@ -236,3 +236,15 @@ def test_heads_command_writes_png_csv_and_table(tmp_path, capsys):
     assert [r["softmax"] for r in rows] == [18, 36, 54, 72]
     assert all(r["lightning_status"] == "certified" and r["ambient"] == 54 for r in rows)
     assert (tmp_path / "heads.csv").read_text().splitlines()[0].startswith("heads,n_params,lightning")
+
+
+@pytest.mark.parametrize("arch,truth", [
+    (Architecture((3, 3), (4,), 3, heads=(2,), values=(3,)), 32),
+    (Architecture((3, 2), (3,), 3, heads=(3,), values=(2,)), 36),
+    (Architecture((2, 2), (2,), 3, heads=(3,)), 12),
+], ids=["wide keys", "v = d'", "unfactored"])
+def test_head_mixing_lifts_certify_and_match_the_formula(arch, truth):
+    """Head mixing through one-sided inverses (a > d, v = d' < d) closes the bound."""
+    r = _quiet_dim(arch, "certified")
+    assert (r.dimension, r.status) == (truth, "certified")
+    assert block_formula(arch).value == truth and block_formula(arch).hypotheses_hold

@@ -11,8 +11,9 @@ from .architecture import Architecture
 from .catalogue import ambient_bound
 from .formulas import FormulaValue
 
+NO_FORMULA = "no closed form for this block network"
 _HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, full-rank heads "
-               "(a = d_0) and value width v >= min(d_0, d_1) or unfactored values")
+               "(a >= d_0) and value width v >= min(d_0, d_1) or unfactored values")
 
 
 def block_formula(arch: Architecture) -> FormulaValue:
@@ -28,10 +29,10 @@ def block_formula(arch: Architecture) -> FormulaValue:
     d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
-             and arch.norm == "none" and arch.tokens >= 2 and arch.keys[0] == d
+             and arch.norm == "none" and arch.tokens >= 2 and arch.keys[0] >= d
              and v == min(d, d_out))
     if not holds:
-        return FormulaValue("no closed form for this block network", arch.n_params, False,
+        return FormulaValue(NO_FORMULA, arch.n_params, False,
                             _HYPOTHESES, status="none")
     single = d * d + v * (d + d_out - v) - 1
     value = min(H * single - H * (H - 1), ambient_bound(arch))

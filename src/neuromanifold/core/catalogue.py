@@ -7,7 +7,8 @@ report each family's *incremental* rank (what it adds to the families before it)
   1. per-head GL(a) on (Q, K):   Q -> G Q, K -> G^{-T} K                      (every attention)
   2. per-head GL(v) on (W, O):   W -> G W, O -> O G^{-1}                      (value widths given)
   3. per-head rescaling:         Q -> c Q, value -> value / c                 (lightning)
-  4. head mixing:                V_h -> V_h + e V_g, A_g -> A_g - e A_h       (lightning, a_i = d_{i-1})
+  4. head mixing:                V_h -> V_h + e V_g, A_g -> A_g - e A_h       (lightning, a_i >= d_{i-1},
+                                                                               v_i >= min(d_{i-1}, d_i))
   5. between-layer GL(d):        producer -> G producer, consumers -> . G^{-1} (no residual, no norm)
   6. MLP neuron rescaling:       row j of P times c, column j of U times c^-2 (square; c^-1 relu)
   7. unseen directions:          a producer's output along the readers' kernel, or a reader's
@@ -114,7 +115,7 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
                         put(FAMILIES[1], {w_name: dW, o_name: dO})
             if lightning:
                 put(FAMILIES[2], {f"Q_{i}_{h}": Q.clone(), w_name: ops.neg(blocks[w_name])})
-        if lightning and H > 1 and arch.keys[i - 1] == arch.widths[i - 1]:
+        if lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1]:
             _head_mixing(arch, blocks, i, ops, lambda parts: put(FAMILIES[3], parts))
         if not arch.residual and arch.norm == "none":
             _between_layers(arch, blocks, i, ops, lambda parts: put(FAMILIES[4], parts))
@@ -144,27 +145,43 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
 
 
 def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
-    """V_h += e V_g, A_g -= e A_h (g != h), lifted to (Q_g) through K_g^{-1} (needs a_i = d_{i-1})."""
+    """V_h += e V_g, A_g -= e A_h (g != h), lifted to the factors through one-sided inverses.
+
+    dA_g = dQ_g^T K_g is solved by dQ_g^T = dA_g K_g^+ with K_g^+ = (K_g^T K_g)^{-1} K_g^T (a left
+    inverse of K_g; needs a_i >= d_{i-1}). With value widths, dV_h = O_h dW_h... is solved with a
+    left inverse of W_h (v >= d_{i-1}) or a right inverse of O_h (v >= d_i); with v below both,
+    V_h + e V_g leaves the rank-v set and this family is left out.
+    """
     H = arch.head_counts[i - 1]
-    inv_K = {g: ops.inv(blocks[f"K_{i}_{g}"]) for g in range(1, H + 1)}
+
+    def T(x):
+        return x.T.contiguous()
+
+    def left_inverse(M):     # (M^T M)^{-1} M^T for M of full column rank
+        return ops.mm(ops.inv(ops.mm(T(M), M)), T(M))
+
+    def right_inverse(M):    # M^T (M M^T)^{-1} for M of full row rank
+        return ops.mm(T(M), ops.inv(ops.mm(M, T(M))))
+
+    factored = f"W_{i}_1" in blocks
+    if factored and arch.values[i - 1] < min(arch.widths[i - 1], arch.widths[i]):
+        return
+    K_plus = {g: left_inverse(blocks[f"K_{i}_{g}"]) for g in range(1, H + 1)}
     for g in range(1, H + 1):
         for h in range(1, H + 1):
             if g == h:
                 continue
-            # dA_g = -A_h = dQ_g^T K_g  =>  dQ_g = -(A_h K_g^{-1})^T
-            A_h = ops.mm(blocks[f"Q_{i}_{h}"].T.contiguous(), blocks[f"K_{i}_{h}"])
-            parts = {f"Q_{i}_{g}": ops.neg(ops.mm(A_h, inv_K[g]).T.contiguous())}
-            if f"V_{i}_{h}" in blocks:
+            A_h = ops.mm(T(blocks[f"Q_{i}_{h}"]), blocks[f"K_{i}_{h}"])
+            parts = {f"Q_{i}_{g}": ops.neg(T(ops.mm(A_h, K_plus[g])))}
+            if not factored:
                 parts[f"V_{i}_{h}"] = blocks[f"V_{i}_{g}"].clone()
             else:
                 W_h, O_h = blocks[f"W_{i}_{h}"], blocks[f"O_{i}_{h}"]
                 V_g = ops.mm(blocks[f"O_{i}_{g}"], blocks[f"W_{i}_{g}"])
-                if W_h.shape[0] == W_h.shape[1]:      # v = d_{i-1}: dO_h = V_g W_h^{-1}
-                    parts[f"O_{i}_{h}"] = ops.mm(V_g, ops.inv(W_h))
-                elif O_h.shape[0] == O_h.shape[1]:    # v = d_i: dW_h = O_h^{-1} V_g
-                    parts[f"W_{i}_{h}"] = ops.mm(ops.inv(O_h), V_g)
-                else:
-                    return                             # no lift known: the family is left out
+                if W_h.shape[0] >= W_h.shape[1]:      # v >= d_{i-1}: dO_h = V_g W_h^+
+                    parts[f"O_{i}_{h}"] = ops.mm(V_g, left_inverse(W_h))
+                else:                                 # v >= d_i: dW_h = O_h^+ V_g
+                    parts[f"W_{i}_{h}"] = ops.mm(right_inverse(O_h), V_g)
             put(parts)
 
 
