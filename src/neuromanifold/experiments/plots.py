@@ -74,7 +74,7 @@ def plot_figure1(data, path: Path) -> Path:
 def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
     """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
     fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
-    done = [r for r in rows if r["status"] in SETTLED_STATUSES]
+    done = [r for r in rows if r["status"] in SETTLED_STATUSES and r.get("difference", 0) is not None]
     markers = {"lightning": "o", "softmax": "s"}
     for attention in sorted({r["attention"] for r in done}):
         for holds, colour, label in ((False, "tab:red", "hypotheses fail"),
