@@ -50,6 +50,11 @@ BAD_CALLS = {
     "Architecture residual": lambda: nm.Architecture((4, 3), (2,), 3, residual=True),
     "Architecture activation": lambda: nm.Architecture((4, 4), (2,), 3, mlp=(2,), activation="swish"),
     "Architecture norm": lambda: nm.Architecture((4, 4), (2,), 3, norm="batchnorm"),
+    "same_block_function weights": lambda: __import__(
+        "neuromanifold.geometry.block_fibers", fromlist=["x"]).same_block_function(
+        nm.Architecture((4, 4), (2,), 3, heads=(2,)), "W.npz", {}),
+    "read_block_weights path": lambda: __import__(
+        "neuromanifold.io.block_weightfiles", fromlist=["x"]).read_block_weights("/nonexistent/W.npz"),
     "neuromanifold_dim exact of a norm block": lambda: nm.neuromanifold_dim(
         nm.Architecture((4, 4), (2,), 3, norm="rmsnorm"), method="exact"),
 }
