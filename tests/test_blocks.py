@@ -203,7 +203,10 @@ def test_softmax_heads_numerical(heads, truth):
     Architecture((3, 4, 3), (2, 3), 2, heads=(2, 2), values=(2, 1), mlp=(2, 0)),
     Architecture((4, 4), (2,), 3, heads=(3,), residual=True, mlp=(3,)),
     Architecture((2, 3, 4), (1, 2), 3, heads=(3, 2)),
-], ids=["mixed", "residual", "narrow"])
+    Architecture((3, 4), (3,), 2, heads=(2,), values=(2,), mlp=(1,)),
+    Architecture((4, 4), (4,), 1, values=(1,), residual=True, mlp=(1,)),
+    Architecture((3, 3, 3), (2, 2), 2, values=(2, 4), residual=True, mlp=(0, 3)),
+], ids=["mixed", "residual", "narrow", "bounds apart", "one token", "wide values"])
 def test_exact_equals_numerical(arch):
     exact = _quiet_dim(arch, "exact")
     numerical = _quiet_dim(arch, "numerical")
@@ -248,3 +251,10 @@ def test_head_mixing_lifts_certify_and_match_the_formula(arch, truth):
     r = _quiet_dim(arch, "certified")
     assert (r.dimension, r.status) == (truth, "certified")
     assert block_formula(arch).value == truth and block_formula(arch).hypotheses_hold
+
+
+def test_heads_formula_excludes_one_output_width():
+    """d' = 1 is a counterexample to the heads count (18 vs exact 17): outside its hypotheses."""
+    f = block_formula(Architecture((3, 1), (3,), 3, heads=(2,), values=(1,)))
+    assert not f.hypotheses_hold and f.status == "none"
+    assert block_formula(Architecture((3, 1), (3,), 3, values=(1,))).hypotheses_hold

@@ -13,7 +13,8 @@ from .formulas import FormulaValue
 
 NO_FORMULA = "no closed form for this block network"
 _HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, full-rank heads "
-               "(a >= d_0) and value width v >= min(d_0, d_1) or unfactored values")
+               "(a >= d_0) and value width v >= min(d_0, d_1) or unfactored values; d_1 >= 2 "
+               "when H > 1")
 
 
 def block_formula(arch: Architecture) -> FormulaValue:
@@ -24,13 +25,14 @@ def block_formula(arch: Architecture) -> FormulaValue:
     rescaling); H heads add H c less the H (H - 1) head-mixing directions beyond the rescalings;
     the map lies in a space of dimension d' d d (d + 1) / 2 (`catalogue.ambient_bound`).
     For H = 1 this is the paper's single-layer count (proved); for H > 1 a conjecture checked by
-    exact ranks (d = d' = 3: 17, 32, 45, 54 for H = 1..4).
+    exact ranks (d = d' = 3: 17, 32, 45, 54 for H = 1..4). It fails for d' = 1 (d = 3, v = 1,
+    H = 2: it would say 18, the exact rank is 17), which its hypotheses exclude.
     """
     d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
              and arch.norm == "none" and arch.tokens >= 2 and arch.keys[0] >= d
-             and v == min(d, d_out))
+             and v == min(d, d_out) and (H == 1 or d_out >= 2))
     if not holds:
         return FormulaValue(NO_FORMULA, arch.n_params, False,
                             _HYPOTHESES, status="none")
