@@ -114,3 +114,13 @@ def test_shipped_blocks_map_grid():
     grid = load_grid("blocks_map")
     assert len(grid) == 140 and grid.n_skipped == 0
     assert any(item_architecture(i).residual and item_architecture(i).mlp for i in grid.items)
+
+
+def test_method_override_skips_non_polynomial_blocks(tmp_path):
+    """--method exact on a grid with a relu MLP runs only the polynomial items."""
+    grid = _grid(tmp_path, 'widths = [[3, 3]]\nkeys = [[2]]\ntokens = [3]\nmlp = [[2]]\n'
+                           'activation = ["square", "relu"]\n')
+    summary = sweep(grid, tmp_path / "s.sqlite", methods=["exact"])
+    rows = read_results(tmp_path / "s.sqlite")
+    assert summary.n_written == 1 and rows[0]["activation"] == "square"
+    assert rows[0]["status"] == "lower-bound"
