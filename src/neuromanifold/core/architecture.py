@@ -119,7 +119,7 @@ class Architecture:
 
     @property
     def n_params(self) -> int:
-        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}) (MATH.md section 2); blocks add their own."""
+        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}); block networks sum their blocks (docs/blocks.md)."""
         if self.is_block:
             return sum(shape[0] * shape[1] for _, shape, _ in self.param_layout())
         return sum(2 * a * d_in + d_out * d_in
