@@ -172,10 +172,24 @@ def test_head_sweep_certified(heads, truth):
     assert _quiet_dim(arch, "numerical").dimension == truth
 
 
-def test_single_head_formula_is_the_papers():
-    for widths in [(3, 3), (4, 2), (2, 5)]:
-        arch = Architecture(widths, (widths[0],), 3, residual=widths[0] == widths[1])
-        assert block_formula(arch).value == expected_dim(Architecture(widths, (widths[0],), 3)).value
+@pytest.mark.parametrize("widths,key", [((3, 3), 3), ((4, 2), 4), ((2, 5), 2), ((4, 4), 2),
+                                        ((3, 2), 1)])
+def test_single_head_formula_is_the_papers(widths, key):
+    arch = Architecture(widths, (key,), 3, residual=widths[0] == widths[1])
+    paper = expected_dim(Architecture(widths, (key,), 3))
+    assert paper.hypotheses_hold and block_formula(arch).value == paper.value
+
+
+@pytest.mark.parametrize("widths,key,value,heads,truth", [
+    ((3, 3), 2, 3, 3, 45), ((4, 4), 3, 4, 3, 87), ((4, 4), 2, None, 6, 156)])
+def test_narrow_key_heads_match_the_conjectured_excess(widths, key, value, heads, truth):
+    """Exact ranks below the known symmetries' bound, matched by the measured head-mixing excess
+    H (H - 1 - (d - a)^2): a conjecture, so the result stays a lower bound."""
+    arch = Architecture(widths, (key,), 3, heads=(heads,), values=None if value is None else (value,))
+    r = _quiet_dim(arch, "certified")
+    assert (r.dimension, r.status) == (truth, "lower-bound") and r.upper_bound > truth
+    f = block_formula(arch)
+    assert (f.value, f.status) == (truth, "conjecture")
 
 
 @pytest.mark.parametrize("residual,truth", [(True, 42), (False, 30)])
