@@ -46,15 +46,21 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
     if method in ("exact", "certified") and not arch.is_polynomial:
-        raise bad_value("method", "'numerical' or 'auto' for softmax networks", method,
-                        "Softmax networks are not polynomial, so there is no exact rank over F_p; "
-                        "use --method numerical.")
+        raise bad_value("method", "'numerical' or 'auto' for softmax networks and other non-polynomial "
+                        "ones (relu/gelu/tanh MLPs, norms)", method,
+                        "Softmax networks are not polynomial (nor are relu/gelu/tanh MLPs or "
+                        "norms), so there is no exact rank over F_p; use --method numerical.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
     if method == "numerical":
         if prime is not None:
             raise bad_value("prime", "given only with the exact or certified method", prime,
                             "Drop the prime, or ask for method 'certified' of a lightning network.")
+        if arch.is_block:
+            from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
+
+            return block_numerical_dim(arch, samples=samples, seed=seed, device=device,
+                                       min_gap=min_gap, progress=progress)
         from .numerical import numerical_dim  # noqa: PLC0415
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
@@ -64,6 +70,12 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "
                         "--method numerical for a GPU run.")
+    options = {} if prime is None else {"prime": prime}
+    if arch.is_block:
+        from .modular_blocks import block_exact_dim  # noqa: PLC0415
+
+        return block_exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
+                               progress=progress, **options)
     from .exact import exact_dim  # noqa: PLC0415
 
     options = {} if prime is None else {"prime": prime}
