@@ -98,7 +98,8 @@ def _blocks(path: Path) -> list[tuple[str, str, bool]]:
 def _cli_lines(body: str) -> list[str]:
     """Command lines of a console/bash block that call `neuromanifold` directly."""
     lines = []
-    for line in body.splitlines():
+    # A shell line continued with a trailing backslash is one command.
+    for line in body.replace("\\\n", " ").splitlines():
         line = line.strip()
         if line.startswith("$ "):
             line = line[2:]
