@@ -60,3 +60,59 @@ def test_gauge_does_not_apply_outside_its_hypotheses():
     assert not gauge.gauge_applies(Architecture((4, 4, 4), (2, 2), 3, "lightning"))
     assert not gauge.gauge_applies(Architecture((3, 5, 3), (2, 2), 3, "softmax"))   # d_1 > d_0
     assert not gauge.gauge_applies(Architecture((3, 3), (4,), 3, "softmax"))         # a_1 > d_0
+
+
+# ---------------------------------------------------------------- memory estimates and refusals
+
+from neuromanifold.dimension import memory  # noqa: E402
+from neuromanifold.errors import InputError, ResourceError  # noqa: E402
+
+
+@pytest.mark.parametrize("text,expected", [("16G", 16 * 2 ** 30), ("500M", 500 * 2 ** 20),
+                                           ("1.5GiB", int(1.5 * 2 ** 30)), ("2048", 2048),
+                                           ("64kb", 64 * 1024)])
+def test_parse_memory_sizes(text, expected):
+    assert memory.parse_memory(text) == expected
+
+
+def test_parse_memory_fraction_of_available(monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2 ** 30)
+    assert memory.parse_memory("0.5") == 5 * 2 ** 30
+    assert memory.resolve_budget(None) == int(0.8 * 10 * 2 ** 30)
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1", "0", "1.5", "16Q", "nan", True])
+def test_parse_memory_rejects_malformed(text):
+    with pytest.raises(InputError):
+        memory.parse_memory(text)
+
+
+def test_estimates_grow_with_the_network_and_drop_with_the_gauge():
+    small, large = (Architecture((w,) * 3, (8, 8), 16, "softmax") for w in (32, 128))
+    assert memory.numerical_estimate(large).peak > 4 * memory.numerical_estimate(small).peak
+    # The 41k softmax network: the dense route would hold the 16,896 x 40,960 tangent matrix.
+    arch = Architecture((128, 128, 128), (16, 16), 16, "softmax")
+    est = memory.numerical_estimate(arch)
+    assert "symmetry tangents" not in est.parts
+    lightning = Architecture((72,) * 4, (24,) * 3, 16)
+    assert memory.exact_estimate(lightning).peak > memory.exact_estimate(lightning, certify=False).peak / 4
+
+
+def test_refusal_is_fast_and_says_what_to_change(capsys):
+    """The 41k softmax network is refused on a small budget before anything large is allocated."""
+    import time
+
+    from neuromanifold.cli import main
+
+    t0 = time.perf_counter()
+    code = main(["dim", "--widths", "128,128,128", "--keys", "16,16", "--tokens", "16",
+                 "--attention", "softmax", "--max-memory", "2G"])
+    assert time.perf_counter() - t0 < 30  # a generous bound for a shared CI machine
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "estimated peak" in err and "--samples" in err and "GB" in err
+
+
+def test_api_refuses_with_resource_error():
+    with pytest.raises(ResourceError, match="estimated peak"):
+        from neuromanifold import neuromanifold_dim
+        neuromanifold_dim(Architecture((5, 4, 3), (2, 2), 3), method="certified", max_memory="1M")

@@ -23,8 +23,8 @@ RESULT_COLUMNS = (
     "n_params", "dimension", "formula_name", "formula", "hypotheses_hold", "conjecture",
     "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
     "message", "result_json", "finished_at")
-# Row statuses: those of DimensionResult, plus the sweep's own.
-STATUSES = RESULT_STATUSES + ("error", "timeout")
+# Row statuses: those of DimensionResult, plus the sweep's own ('refused': over the memory budget).
+STATUSES = RESULT_STATUSES + ("error", "timeout", "refused")
 
 
 
