@@ -25,8 +25,9 @@ MIB = 2 ** 20
 DEFAULT_FRACTION = 0.8
 # Resident size of a process that has imported torch and the package (measured: 0.22-0.3 GiB).
 _BASE_BYTES = 300 * MIB
-# Bytes of Python int objects plus list pointers per entry when an array goes through .tolist().
-_PYINT_BYTES = 36
+# Bytes per entry when residues below 2^31 go through .tolist(): a 28- or 32-byte int object and
+# an 8-byte list pointer.
+_PYINT_BYTES = 40
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 
 
@@ -194,7 +195,8 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
         # staircase's working copy of one layer block.
         parts["symmetry tangents"] = 2 * n_tangents * P * 8
     parts["rows of S J"] = 2 * rows * P * 8 + _CHUNK_BYTES
-    parts["flint conversion"] = rows * cols * (8 + 8 + _PYINT_BYTES + 8)
+    # Row blocks + their concatenation + the reduced numpy copy + Python ints + fmpz entries.
+    parts["flint conversion"] = rows * cols * (8 + 8 + 8 + _PYINT_BYTES + 8)
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
                                 parts["rows of S J"] + rows * cols * 8,
                                 parts["flint conversion"])
