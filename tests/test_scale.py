@@ -116,3 +116,20 @@ def test_api_refuses_with_resource_error():
     with pytest.raises(ResourceError, match="estimated peak"):
         from neuromanifold import neuromanifold_dim
         neuromanifold_dim(Architecture((5, 4, 3), (2, 2), 3), method="certified", max_memory="1M")
+
+
+def test_sweep_stores_items_over_budget_as_refused(tmp_path):
+    """An item whose estimate exceeds the per-item budget is a stored row with status 'refused'."""
+    import sqlite3
+
+    from neuromanifold.sweeps.engine import sweep
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('widths = [[3, 3, 3]]\nkeys = [[2, 2]]\ntokens = [3]\nattention = ["softmax"]\n'
+                    'method = ["numerical"]\n')
+    db = tmp_path / "r.sqlite"
+    summary = sweep(grid, db, seed=2, max_memory="1M")
+    assert summary.counts == {"refused": 1}
+    with sqlite3.connect(db) as conn:
+        status, message = conn.execute("select status, message from results").fetchone()
+    assert status == "refused" and "estimated peak" in message
