@@ -133,6 +133,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             say(f"folding {stacked.shape[0]} rows into a triangular factor")
             stacked = torch.linalg.qr(stacked, mode="r").R
         R = stacked
+        say(f"N = {n_done}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
         # Column scaling keeps the rank too; R's column norms are J's.
         sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
         t_rank += time.perf_counter() - t1
