@@ -98,16 +98,13 @@ def test_estimates_grow_with_the_network_and_drop_with_the_gauge():
     assert memory.exact_estimate(lightning).peak > memory.exact_estimate(lightning, certify=False).peak / 4
 
 
-def test_refusal_is_fast_and_says_what_to_change(capsys):
-    """The 41k softmax network is refused on a small budget before anything large is allocated."""
-    import time
-
+def test_refusal_says_what_to_change(capsys):
+    """The 41k softmax network is refused on a small budget before anything large is allocated
+    (its speed is a benchmark figure, not asserted here)."""
     from neuromanifold.cli import main
 
-    t0 = time.perf_counter()
     code = main(["dim", "--widths", "128,128,128", "--keys", "16,16", "--tokens", "16",
                  "--attention", "softmax", "--max-memory", "2G"])
-    assert time.perf_counter() - t0 < 30  # a generous bound for a shared CI machine
     err = capsys.readouterr().err.strip()
     assert code == 2 and "estimated peak" in err and "--samples" in err and "GB" in err
 
