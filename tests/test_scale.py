@@ -130,3 +130,32 @@ def test_sweep_stores_items_over_budget_as_refused(tmp_path):
     with sqlite3.connect(db) as conn:
         status, message = conn.execute("select status, message from results").fetchone()
     assert status == "refused" and "estimated peak" in message
+
+
+def test_memory_restates_the_block_sizes_of_the_computing_modules():
+    """memory.py needs no torch, so it restates these; they must agree with the modules'."""
+    from neuromanifold.dimension import exact, jacobians, numerical
+
+    assert memory.NUMERICAL_ROW_BLOCK_BYTES == numerical._ROW_BLOCK_BYTES
+    assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
+    assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
+    assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
+    for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
+        n_tangents, upper = memory._upper_guess(arch)
+        first = numerical.initial_samples(arch, upper)
+        assert f"N = {first})" in memory.numerical_estimate(arch).what
+        N = -(-(upper + max(8, 0.05 * upper)) // exact.rows_per_sample(arch))
+        assert f"N = {int(N)})" in memory.exact_estimate(arch).what
+
+
+def test_refusal_imports_no_torch():
+    """The estimate and the refusal come before torch is imported (so they take well under 5 s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom neuromanifold.cli import main\n"
+            "rc = main(['dim', '--widths', '128,128,128', '--keys', '16,16', '--tokens', '16', "
+            "'--attention', 'softmax', '--max-memory', '1G'])\n"
+            "print(rc, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr

@@ -60,10 +60,12 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
             raise bad_value("prime", "given only with the exact or certified method", prime,
                             "Drop the prime, or ask for method 'certified' of a lightning network.")
         from .memory import check_memory, numerical_estimate  # noqa: PLC0415
-        from .numerical import numerical_dim, resolve_device  # noqa: PLC0415
 
-        if resolve_device(device).type == "cpu":
-            check_memory(numerical_estimate(arch, samples), max_memory)
+        if device != "cuda":  # host memory; checked before torch is imported, so refusals are quick
+            check_memory(numerical_estimate(arch, samples), max_memory,
+                         skip=lambda: device == "auto" and _cuda_available())
+        from .numerical import numerical_dim  # noqa: PLC0415
+
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
                              progress=progress)
     check_choice("device", device, ("cpu", "cuda", "auto"))
@@ -71,11 +73,17 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "
                         "--method numerical for a GPU run.")
-    from .exact import exact_dim  # noqa: PLC0415
     from .memory import check_memory, exact_estimate  # noqa: PLC0415
 
     check_memory(exact_estimate(arch, method == "certified", samples), max_memory)
+    from .exact import exact_dim  # noqa: PLC0415
 
     options = {} if prime is None else {"prime": prime}
     return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
                      progress=progress, **options)
+
+
+def _cuda_available() -> bool:
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.is_available()

@@ -30,6 +30,7 @@ from ..core.architecture import Architecture
 from ..core.maps import forward
 from ..core.parameters import LayerWeights, unflatten
 from .jacobians import jacobian
+from .memory import gauge_applies, tangent_count  # noqa: F401  (torch-free; re-exported)
 
 # Largest condition number of a pivot submatrix accepted (its log10 is what the rank gap can
 # lose, since sigma(J) <= sigma(J[:, free]) ||B|| with B built from the inverse submatrices).
@@ -40,15 +41,6 @@ _CHECK_COVECTORS = 2
 _CHECK_SAMPLES = 2
 # Bytes one chunk of forward-mode directions may use for its intermediates.
 _CHUNK_BYTES = 512 * 2 ** 20
-
-
-def gauge_applies(arch: Architecture) -> bool:
-    """True when the architecture meets the shape conditions of the gauge (module docstring)."""
-    if arch.attention != "softmax":
-        return False
-    keys_ok = all(a <= d for a, d in zip(arch.keys, arch.widths[:-1]))
-    inter_ok = all(arch.widths[i] <= arch.widths[i - 1] for i in range(1, arch.n_layers))
-    return keys_ok and inter_ok
 
 
 def _pivot_columns(M: torch.Tensor) -> tuple[list[int], float]:
@@ -180,9 +172,3 @@ def gauge_split(arch: Architecture, weights: LayerWeights) -> GaugeSplit | None:
     keep[pivots] = False
     free = keep.nonzero().flatten().to(weights.V[0].device)
     return GaugeSplit(free, len(pivots), worst, weights)
-
-
-def tangent_count(arch: Architecture) -> int:
-    """Number of symmetry tangent rows `core.symmetries.symmetry_tangents` builds."""
-    count = sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
-    return count + (arch.n_layers if arch.attention == "lightning" else 0)

@@ -29,6 +29,12 @@ _BASE_BYTES = 300 * MIB
 # an 8-byte list pointer.
 _PYINT_BYTES = 40
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+# The block sizes of the computing modules, restated so that an estimate (and a refusal) needs
+# no torch import; tests/test_scale.py checks that they agree with the modules' own.
+NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
+NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
+AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
+EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
 
 
 def available_memory() -> int:
@@ -108,11 +114,13 @@ class MemoryEstimate:
                 + ", ".join(f"{k} {format_bytes(v)}" for k, v in big) + ")")
 
 
-def check_memory(estimate: MemoryEstimate, max_memory: object | None = None) -> MemoryEstimate:
+def check_memory(estimate: MemoryEstimate, max_memory: object | None = None,
+                 skip=None) -> MemoryEstimate:
     """Raise ResourceError (one line: the estimate, the budget, what to change) when the estimate
-    exceeds the budget; return the estimate otherwise."""
+    exceeds the budget; return the estimate otherwise. `skip()`, asked only when over budget,
+    may waive the check (e.g. when the work will run on a GPU after all)."""
     budget = resolve_budget(max_memory)
-    if estimate.peak > budget:
+    if estimate.peak > budget and not (skip is not None and skip()):
         source = ("--max-memory" if max_memory is not None
                   else f"{int(DEFAULT_FRACTION * 100)}% of the {format_bytes(available_memory())} available")
         raise ResourceError(
@@ -127,10 +135,24 @@ def _valid_samples(samples: object) -> int | None:
     return samples if isinstance(samples, int) and not isinstance(samples, bool) and samples >= 1 else None
 
 
+def gauge_applies(arch: Architecture) -> bool:
+    """True when the gauge of `dimension.gauge` applies: softmax, a_i <= d_{i-1} and
+    d_i <= d_{i-1} for 1 <= i < l."""
+    if arch.attention != "softmax":
+        return False
+    keys_ok = all(a <= d for a, d in zip(arch.keys, arch.widths[:-1]))
+    inter_ok = all(arch.widths[i] <= arch.widths[i - 1] for i in range(1, arch.n_layers))
+    return keys_ok and inter_ok
+
+
+def tangent_count(arch: Architecture) -> int:
+    """Number of symmetry tangent rows `core.symmetries.symmetry_tangents` builds."""
+    count = sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
+    return count + (arch.n_layers if arch.attention == "lightning" else 0)
+
+
 def _upper_guess(arch: Architecture) -> tuple[int, int]:
     """(tangent rows, upper bound) assuming the tangents independent (capped at n_params)."""
-    from .gauge import tangent_count  # noqa: PLC0415
-
     rows = tangent_count(arch)
     return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
 
@@ -139,15 +161,13 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
                        min_samples: int | None = None) -> MemoryEstimate:
     """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
     not saturated; growth past the fold threshold keeps the rows as a triangular factor)."""
-    from .numerical import _KEEP_ROWS_BYTES, _ROW_BLOCK_BYTES, initial_samples  # noqa: PLC0415
-    from .gauge import _CHUNK_BYTES, gauge_applies  # noqa: PLC0415
-
     samples = _valid_samples(samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
     per_sample = arch.tokens * arch.widths[-1]
-    N = samples if samples is not None else max(initial_samples(arch, upper), min_samples or 0)
-    block = max(1, _ROW_BLOCK_BYTES // (per_sample * P * 8))
+    first = max(2, math.ceil(2 * upper / per_sample) + 1)  # numerical.initial_samples
+    N = samples if samples is not None else max(first, min_samples or 0)
+    block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * P * 8))
     block_rows = min(N, block) * per_sample
     rows = N * per_sample
     parts = {"torch": _BASE_BYTES}
@@ -155,14 +175,14 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     cols = upper
     # One row block: the full Jacobian block, its autodiff intermediates, two reduced copies.
     per_row = P + min(N, block) * arch.tokens * max(arch.widths) * 6 * arch.n_layers
-    intermediates = min(_CHUNK_BYTES, block_rows * per_row * 8)
+    intermediates = min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8)
     parts["Jacobian block"] = block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8
     if not gauge:
         parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
         # Tangent rows (list + stack, a scaled copy, its QR) during the split; the QR stays.
         parts["symmetry tangents"] = 3 * n_tangents * P * 8
     kept = rows * cols * 8
-    if kept <= _KEEP_ROWS_BYTES:
+    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         factor = 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
     else:
         r_bytes = min(rows, cols) * cols * 8
@@ -180,12 +200,10 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
     """Peak of `exact_dim`: tangents mod p, the rows of S J (built on all columns, then cut to
     the free ones) and their conversion into a flint matrix (through Python ints)."""
-    from .exact import _CHUNK_BYTES, rows_per_sample  # noqa: PLC0415
-
     samples = _valid_samples(samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
-    n_rows = rows_per_sample(arch)
+    n_rows = min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)  # exact.rows_per_sample
     cols = upper if certify else P
     N = samples if samples is not None else max(1, math.ceil((cols + max(8, 0.05 * cols)) / n_rows))
     rows = N * n_rows
@@ -194,7 +212,7 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
         # Dense int64 tangents (hidden ones included: about one layer's worth more) and the
         # staircase's working copy of one layer block.
         parts["symmetry tangents"] = 2 * n_tangents * P * 8
-    parts["rows of S J"] = 2 * rows * P * 8 + _CHUNK_BYTES
+    parts["rows of S J"] = 2 * rows * P * 8 + EXACT_CHUNK_BYTES
     # Row blocks + their concatenation + the reduced numpy copy + Python ints + fmpz entries.
     parts["flint conversion"] = rows * cols * (8 + 8 + 8 + _PYINT_BYTES + 8)
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
