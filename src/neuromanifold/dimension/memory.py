@@ -215,9 +215,10 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     parts["rows of S J"] = 2 * rows * P * 8 + EXACT_CHUNK_BYTES
     # Row blocks + their concatenation + the reduced numpy copy + Python ints + fmpz entries.
     parts["flint conversion"] = rows * cols * (8 + 8 + 8 + _PYINT_BYTES + 8)
+    # The last full-width block of rows stays referenced while the rank is taken.
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
                                 parts["rows of S J"] + rows * cols * 8,
-                                parts["flint conversion"])
+                                parts["flint conversion"] + rows * P * 8)
     advice = (f"Use a smaller network (exact rank of a {rows} x {cols} matrix over F_p here) or "
               f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
