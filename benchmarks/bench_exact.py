@@ -1,6 +1,8 @@
 """Benchmark the certified dimension of lightning networks (exact ranks over F_p, no floats).
 
-Usage: PYTHONPATH=src python benchmarks/bench_exact.py [--sizes 16,32,48] [--seed 0]
+Usage: PYTHONPATH=src python benchmarks/bench_exact.py [--sizes 16,32,48,72] [--seed 0]
+(72: the 25,920-parameter network of issue 13, widths 72^4, keys 24^3, t = 16; printed as a
+refusal with its memory estimate when that exceeds 80% of the available memory.)
 
 Each size runs in its own subprocess so that its peak memory (ru_maxrss) is its own. Printed per
 size: the certified dimension and status, seconds for the Jacobian rows and tangents ('jacobian'),
@@ -18,16 +20,25 @@ import subprocess
 import sys
 
 # widths d^4 with keys d/3-ish and tokens chosen as in docs/math/method.md.
-CASES = {16: (4, 6), 24: (8, 12), 32: (8, 8), 48: (16, 16)}
+CASES = {16: (4, 6), 24: (8, 12), 32: (8, 8), 48: (16, 16), 72: (24, 16)}
 
 
-def run_one(width: int, seed: int) -> dict:
+def run_one(width: int, seed: int, max_memory: str | None = None) -> dict:
     """Certified dimension of widths (w, w, w, w), keys CASES[w]; figures as a dict."""
     from neuromanifold import Architecture
     from neuromanifold.dimension.exact import exact_dim
 
+    from neuromanifold.dimension.memory import check_memory, exact_estimate, format_bytes
+    from neuromanifold.errors import ResourceError
+
     keys, tokens = CASES[width]
     arch = Architecture((width,) * 4, (keys,) * 3, tokens)
+    estimate = exact_estimate(arch)
+    try:  # the run's own memory check (default budget: 80% of the available memory)
+        check_memory(estimate, max_memory)
+    except ResourceError as exc:
+        return {"arch": str(arch), "n_params": arch.n_params, "status": "refused",
+                "estimate": format_bytes(estimate.peak), "message": str(exc)}
     result = exact_dim(arch, certify=True, seed=seed,
                        progress=lambda msg: print(f"  [{width}] {msg}", file=sys.stderr, flush=True))
     return {"arch": str(arch), "n_params": arch.n_params, "dimension": result.dimension,
@@ -55,20 +66,28 @@ def main() -> None:
     parser.add_argument("--sizes", default="16,24,32,48")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--max-memory", default=None,
+                        help="Memory budget per size (default: 80%% of the available memory).")
     parser.add_argument("--convert", default="6528x6141",
                         help="Also time the numpy -> flint conversion of a matrix this size.")
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one, args.seed)))
+        print(json.dumps(run_one(args.one, args.seed, args.max_memory)))
         return
     print(f"certified dimension, lightning, widths w^4; exact ranks over F_p (p = 2147483629); "
           f"seed {args.seed}")
     print(f"{'architecture':<46} {'P':>6} {'dim':>6} {'status':>10} {'N':>4} {'jac s':>7} "
           f"{'rank s':>7} {'total s':>8} {'peak GB':>8} {'ns/(P^3/3)':>10}")
     for width in (int(w) for w in args.sizes.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--one", str(width), "--seed", str(args.seed)],
+        budget = [] if args.max_memory is None else ["--max-memory", args.max_memory]
+        out = subprocess.run([sys.executable, __file__, "--one", str(width), "--seed", str(args.seed),
+                              *budget],
                              stdout=subprocess.PIPE, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        if r["status"] == "refused":
+            print(f"{r['arch']:<46} {r['n_params']:>6} refused before allocating: estimated peak "
+                  f"{r['estimate']} ({r['message']})", flush=True)
+            continue
         per = r["total"] / (r["n_params"] ** 3 / 3) * 1e9
         print(f"{r['arch']:<46} {r['n_params']:>6} {r['dimension']:>6} {r['status']:>10} "
               f"{r['samples']:>4} {r['jacobian']:>7.1f} {r['rank']:>7.1f} {r['total']:>8.1f} "

@@ -92,3 +92,15 @@ def print_json(obj) -> None:
     sys.stdout.write(json.dumps(clean(obj), indent=2) + "\n")
 
 
+
+
+def stderr_progress(command: str):
+    """A progress callback printing '<command>: <phase> (<elapsed> s)' lines on stderr (always,
+    whatever the output format: stdout carries only results)."""
+    import time  # noqa: PLC0415
+
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        err.print(f"{command}: {message} [{time.perf_counter() - start:.1f} s]", style="dim")
+    return say

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .common import EXIT_AMBIGUOUS, build_block_architecture, err, print_json
+from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
 
 
 def dim(
@@ -32,16 +32,20 @@ def dim(
     activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
+                                             "exceeds this: 16G, 500M, or a fraction such as 0.5 "
+                                             "of the available memory (default 0.8)."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
                                     activation=activation, norm=norm)
-    progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
+    progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 
     result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
-                               device=device, prime=prime, progress=progress)
+                               device=device, prime=prime, progress=progress,
+                               max_memory=max_memory)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -23,9 +24,13 @@ def figure3(
     out: Path = typer.Option(Path("figure3"), help="Folder for the PNG and CSV."),
     force: bool = typer.Option(False, help="Overwrite existing files in --out."),
     as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+    max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
+                                             "exceeds this: 16G, 500M, or a fraction such as 0.5 "
+                                             "of the available memory (default 0.8)."),
 ) -> None:
     """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
-    from ..experiments.figure3 import figure3 as run_figure3, parse_int_set  # noqa: PLC0415
+    from ..dimension.memory import check_memory, numerical_estimate  # noqa: PLC0415
+    from ..experiments.figure3 import figure3 as run_figure3, figure3_architecture, parse_int_set  # noqa: PLC0415
     from ..experiments.plots import plot_figure3  # noqa: PLC0415
 
     attention = attention.lower()
@@ -36,6 +41,9 @@ def figure3(
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
     check_output_files([png, table], force)
     check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
+    if device == "cpu":  # the largest delta decides the peak (host memory; not checked on a GPU)
+        check_memory(max((numerical_estimate(figure3_architecture(d, attention), min_samples=samples)
+                          for d in delta_list), key=lambda e: e.peak), max_memory)
     out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
 

@@ -21,10 +21,13 @@ def sweep_command(
     method: Optional[str] = typer.Option(None, help="Override the grid's methods: comma-separated, e.g. numerical."),
     seed: int = typer.Option(0, help="Random seed for every item (part of each item's key)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout."),
+    max_memory: Optional[str] = typer.Option(None, help="Memory budget of each item: 16G, 500M or a "
+                                             "fraction of the available memory (default 0.8); "
+                                             "items estimated above it are stored as 'refused'."),
 ) -> None:
     """Run every architecture of a grid, writing one row per item to an SQLite store as it finishes.
 
-    Exit 1 when an item of this run ended in `error` or `timeout` (recorded all the same).
+    Exit 1 when an item of this run ended in `error`, `timeout` or `refused` (recorded all the same).
     """
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # noqa: PLC0415
                                TimeElapsedColumn, TimeRemainingColumn)
@@ -54,7 +57,8 @@ def sweep_command(
 
     try:
         summary = sweep(loaded, db, jobs=jobs, backend=backend.lower(), scheduler=scheduler,
-                        timeout=timeout, seed=seed, methods=methods, progress=progress)
+                        timeout=timeout, seed=seed, methods=methods, progress=progress,
+                        max_memory=max_memory)
     finally:
         if task is not None:
             bar.stop()
@@ -65,5 +69,5 @@ def sweep_command(
         print(f"sweep {loaded.source} -> {db} (seed {seed}): {summary.n_items} items, "
               f"{summary.n_already_done} already done, {summary.n_written} written ({counts}), "
               f"{summary.n_skipped_combinations} combinations skipped, {summary.seconds:.1f} s")
-    if summary.counts.get("error") or summary.counts.get("timeout"):
+    if summary.counts.get("error") or summary.counts.get("timeout") or summary.counts.get("refused"):
         raise typer.Exit(EXIT_AMBIGUOUS)

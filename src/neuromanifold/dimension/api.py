@@ -25,7 +25,8 @@ DeviceChoice = Literal["cpu", "cuda", "auto"]
 def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
-                      progress: Progress | None = None) -> DimensionResult:
+                      progress: Progress | None = None,
+                      max_memory: str | float | int | None = None) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     Args:
@@ -37,6 +38,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         min_gap: decades of singular-value gap needed to settle a numerical rank.
         prime: the prime p of the exact methods (default 2147483629).
         progress: called with one line per phase (for a progress display).
+        max_memory: budget for the estimated peak (bytes, '16G', or a fraction of the available
+            memory; default 80% of it): `ResourceError` before any large allocation when the
+            estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -56,6 +60,11 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         if prime is not None:
             raise bad_value("prime", "given only with the exact or certified method", prime,
                             "Drop the prime, or ask for method 'certified' of a lightning network.")
+        from .memory import check_memory, numerical_estimate  # noqa: PLC0415
+
+        if device != "cuda":  # host memory; checked before torch is imported, so refusals are quick
+            check_memory(numerical_estimate(arch, samples), max_memory,
+                         skip=lambda: device == "auto" and _cuda_available())
         if arch.is_block:
             from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
 
@@ -70,6 +79,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "
                         "--method numerical for a GPU run.")
+    from .memory import check_memory, exact_estimate  # noqa: PLC0415
+
+    check_memory(exact_estimate(arch, method == "certified", samples), max_memory)
     options = {} if prime is None else {"prime": prime}
     if arch.is_block:
         from .modular_blocks import block_exact_dim  # noqa: PLC0415
@@ -81,3 +93,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     options = {} if prime is None else {"prime": prime}
     return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
                      progress=progress, **options)
+
+
+def _cuda_available() -> bool:
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.is_available()

@@ -88,6 +88,18 @@ class KernelSplit:
         householder, tau = torch.geqrf(vh[:r].T.contiguous())
         return cls(householder, tau, r)
 
+    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(J Q2, leak) for the samples X, J with unit rows (row scaling keeps the rank and
+        equilibrates a degree-3^l polynomial's dynamic range)."""
+        J = jacobian(arch, params, X)
+        J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
+        return self.reduce(J)
+
+    def note(self, leak: float) -> str:
+        """How the rank was read, for the result's notes."""
+        return (f"rank read on the complement of {self.rank} symmetry tangents "
+                f"(their Jacobian image: {leak:.1e} of the total)")
+
     def reduce(self, J: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(J Q2, ||J Q1||_F / ||J||_F) for a block of rows J (m, P)."""
         if self.rank == 0:

@@ -18,7 +18,7 @@ from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
-from .jacobians import KernelSplit, jacobian
+from .jacobians import KernelSplit
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
@@ -43,8 +43,14 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _symmetry_split(arch: Architecture, weights) -> KernelSplit:
-    """The split R^P = span(symmetry tangents) + complement at `weights` (float)."""
+def _symmetry_split(arch: Architecture, weights):
+    """Where the symmetry tangents are split off: a gauge (free columns, no tangent matrix;
+    `gauge.py`) where one applies, else R^P = span(tangents) + complement (float)."""
+    from .gauge import gauge_split  # noqa: PLC0415
+
+    gauge = gauge_split(arch, weights)
+    if gauge is not None:
+        return gauge
     tangents, _ = symmetry_tangents(arch, weights)
     return KernelSplit.from_tangents(tangents)
 
@@ -114,10 +120,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64).to(dev)
             t0 = time.perf_counter()
-            J = jacobian(arch, params, X)
-            # Row scaling keeps the rank and equilibrates a degree-3^l polynomial's dynamic range.
-            J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
-            reduced, block_leak = split.reduce(J)
+            reduced, block_leak = split.rows(arch, params, X)
             leak = max(leak, block_leak)
             kept.append(reduced)
             t_jac += time.perf_counter() - t0
@@ -130,6 +133,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             say(f"folding {stacked.shape[0]} rows into a triangular factor")
             stacked = torch.linalg.qr(stacked, mode="r").R
         R = stacked
+        say(f"N = {n_done}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
         # Column scaling keeps the rank too; R's column norms are J's.
         sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
         t_rank += time.perf_counter() - t1
@@ -154,8 +158,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}, "
                      f"sigma_r+1 = {nr.sigma_after:.1e} vs round-off {nr.floor:.1e}); need a gap "
                      f">= {min_gap} decades, a clear runner-up margin and sigma_r+1 near round-off")
-    notes.append(f"rank read on the complement of {split.rank} symmetry tangents "
-                 f"(their Jacobian image: {leak:.1e} of the total)")
+    notes.append(split.note(leak))
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")

@@ -36,7 +36,7 @@ class SweepSummary:
 
 def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 1,
           backend: str = "local", scheduler: str | None = None, timeout: float | None = None,
-          seed: int = 0, methods: list[str] | None = None,
+          seed: int = 0, methods: list[str] | None = None, max_memory: str | int | None = None,
           progress: Callable[[str, int, int, dict], None] | None = None) -> SweepSummary:
     """Run every item of `grid` not yet in the store `db`; write each row as soon as it finishes.
 
@@ -45,6 +45,8 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     method list. `progress(event, done, total, counts)` is called once with event 'start' (done = items
     already in the store, total = items to run) and after each written row ('row').
     Rows are written only by this process; each insert is its own transaction (INSERT OR IGNORE).
+    `max_memory` is each item's memory budget (`dimension.memory`); an item whose estimated peak
+    exceeds it is stored with status `refused`.
     """
     from ..core.checks import check_choice  # noqa: PLC0415
 
@@ -69,8 +71,14 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         unique = {item_key(i, seed): i for i in items}
         items = list(unique.values())
     check_store(db)
+    if max_memory is not None:
+        from ..dimension.memory import parse_memory  # noqa: PLC0415
+
+        max_memory = parse_memory(max_memory)  # bytes, so every worker applies the same budget
     for item in items:
         item["seed"] = seed
+        if max_memory is not None:
+            item["max_memory"] = max_memory
         item["key"] = item_key(item, seed)
     conn = open_store(db)
     t0 = time.perf_counter()

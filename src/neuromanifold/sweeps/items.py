@@ -7,6 +7,7 @@ import time
 import warnings
 
 from .grid import item_architecture
+from ..errors import ResourceError
 
 # ---------------------------------------------------------------- one item (runs in a worker)
 
@@ -20,7 +21,11 @@ def compute_item(item: dict) -> dict:
         arch = item_architecture(item)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = neuromanifold_dim(arch, method=item["method"], seed=item["seed"])
+            result = neuromanifold_dim(arch, method=item["method"], seed=item["seed"],
+                                       max_memory=item.get("max_memory"))
+    except ResourceError as exc:  # over the item's memory budget: refused before allocating
+        row.update(status="refused", message=str(exc), seconds=time.perf_counter() - t0)
+        return row
     except Exception as exc:  # noqa: BLE001  (recorded, the sweep goes on)
         row.update(status="error", message=f"{type(exc).__name__}: {exc}",
                    seconds=time.perf_counter() - t0)

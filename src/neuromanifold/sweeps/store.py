@@ -28,8 +28,8 @@ RESULT_COLUMNS = (
     "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
     "message", "result_json", "finished_at") + BLOCK_COLUMNS
 MIGRATABLE_VERSIONS = (1,)
-# Row statuses: those of DimensionResult, plus the sweep's own.
-STATUSES = RESULT_STATUSES + ("error", "timeout")
+# Row statuses: those of DimensionResult, plus the sweep's own ('refused': over the memory budget).
+STATUSES = RESULT_STATUSES + ("error", "timeout", "refused")
 
 
 

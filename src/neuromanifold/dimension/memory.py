@@ -1,0 +1,225 @@
+"""Peak memory of a computation, estimated from the architecture before anything is allocated.
+
+Every path that allocates in proportion to the network is modelled here: the numerical rank
+(Jacobian row blocks, the rows kept for the factorisation, the dense symmetry tangents where no
+gauge applies, the SVD's copies) and the exact rank (tangents mod p, the rows of S J, the
+conversion into a flint matrix). `check_memory` refuses with `ResourceError` (exit 2) when the
+estimate exceeds the budget, naming the estimate and what to change. It is arithmetic on the
+architecture and answers in milliseconds, before any large allocation. benchmarks/bench_memory.py
+compares the estimates with measured peaks. See docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..core.architecture import Architecture
+from ..core.checks import bad_value
+from ..errors import ResourceError
+
+GIB = 2 ** 30
+MIB = 2 ** 20
+# Share of the memory the kernel reports available used as the default budget.
+DEFAULT_FRACTION = 0.8
+# Resident size of a process that has imported torch and the package (measured: 0.22-0.3 GiB).
+_BASE_BYTES = 300 * MIB
+# Bytes per entry when residues below 2^31 go through .tolist(): a 28- or 32-byte int object, an
+# 8-byte list pointer and the allocator's slack (fitted: the 48^4 / 16^3, t = 16 certified run
+# peaked at 3.89 GiB, which 40 bytes put at 3.54 GiB).
+_PYINT_BYTES = 48
+_UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
+# The block sizes of the computing modules, restated so that an estimate (and a refusal) needs
+# no torch import; tests/test_scale.py checks that they agree with the modules' own.
+NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
+NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
+AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
+EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
+
+
+def available_memory() -> int:
+    """Bytes the kernel reports available (MemAvailable in /proc/meminfo; else physical memory)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os  # noqa: PLC0415
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * GIB
+
+
+def parse_memory(value: object, name: str = "max_memory") -> int:
+    """Bytes from '16G', '500M', '1.5GiB', '2T', a plain byte count, or a fraction '0.5' of the
+    available memory; a malformed value is an InputError of one line.
+
+    Example:
+        >>> parse_memory("500M") == 500 * 2 ** 20
+        True
+    """
+    if isinstance(value, bool):
+        raise bad_value(name, "a size such as 16G or 500M, or a fraction such as 0.5", value,
+                        "Pass e.g. --max-memory 16G.")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = repr(value)
+    else:
+        text = str(value).strip()
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?", text.upper())
+    number = float(match.group(1)) if match else math.nan
+    if not match or not math.isfinite(number) or number <= 0:
+        raise bad_value(name, "a positive size such as 16G, 500M or 1.5GiB, or a fraction of the "
+                        "available memory such as 0.5", value, "Pass e.g. --max-memory 16G.")
+    unit = match.group(2)
+    if not unit and number <= 1:
+        return int(number * available_memory())
+    if not unit and number != int(number):
+        raise bad_value(name, "a whole number of bytes, a size with a unit, or a fraction <= 1",
+                        value, "Pass e.g. --max-memory 16G.")
+    return int(number * _UNITS[unit])
+
+
+def resolve_budget(max_memory: object | None) -> int:
+    """The budget in bytes: `max_memory` parsed, or DEFAULT_FRACTION of the available memory."""
+    if max_memory is None:
+        return int(DEFAULT_FRACTION * available_memory())
+    return parse_memory(max_memory)
+
+
+def format_bytes(n: float) -> str:
+    """'30.2 GB' style (powers of 1024, one decimal)."""
+    for unit, size in (("TB", 2 ** 40), ("GB", GIB), ("MB", MIB)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n / 2 ** 10:.1f} KB"
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Estimated peak resident bytes of one computation, with the parts that make it up."""
+
+    what: str
+    peak: int
+    parts: dict = field(default_factory=dict)
+    advice: str = ""
+
+    def describe(self) -> str:
+        """The estimate and its largest parts, in words."""
+        big = sorted(self.parts.items(), key=lambda kv: -kv[1])[:3]
+        return (f"{self.what}: about {format_bytes(self.peak)} peak ("
+                + ", ".join(f"{k} {format_bytes(v)}" for k, v in big) + ")")
+
+
+def check_memory(estimate: MemoryEstimate, max_memory: object | None = None,
+                 skip=None) -> MemoryEstimate:
+    """Raise ResourceError (one line: the estimate, the budget, what to change) when the estimate
+    exceeds the budget; return the estimate otherwise. `skip()`, asked only when over budget,
+    may waive the check (e.g. when the work will run on a GPU after all)."""
+    budget = resolve_budget(max_memory)
+    if estimate.peak > budget and not (skip is not None and skip()):
+        source = ("--max-memory" if max_memory is not None
+                  else f"{int(DEFAULT_FRACTION * 100)}% of the {format_bytes(available_memory())} available")
+        raise ResourceError(
+            f"`max_memory` must be at least the estimated peak; got {format_bytes(budget)} "
+            f"({source}) for {estimate.describe()}. {estimate.advice}; or raise --max-memory "
+            f"if the machine has the memory.")
+    return estimate
+
+
+def _valid_samples(samples: object) -> int | None:
+    """N when it is a usable sample count (validated later by the computation), else None."""
+    return samples if isinstance(samples, int) and not isinstance(samples, bool) and samples >= 1 else None
+
+
+def gauge_applies(arch: Architecture) -> bool:
+    """True when the gauge of `dimension.gauge` applies: softmax, a_i <= d_{i-1} and
+    d_i <= d_{i-1} for 1 <= i < l."""
+    if arch.attention != "softmax":
+        return False
+    keys_ok = all(a <= d for a, d in zip(arch.keys, arch.widths[:-1]))
+    inter_ok = all(arch.widths[i] <= arch.widths[i - 1] for i in range(1, arch.n_layers))
+    return keys_ok and inter_ok
+
+
+def tangent_count(arch: Architecture) -> int:
+    """Number of symmetry tangent rows `core.symmetries.symmetry_tangents` builds."""
+    count = sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
+    return count + (arch.n_layers if arch.attention == "lightning" else 0)
+
+
+def _upper_guess(arch: Architecture) -> tuple[int, int]:
+    """(tangent rows, upper bound) assuming the tangents independent (capped at n_params)."""
+    rows = tangent_count(arch)
+    return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
+
+
+def numerical_estimate(arch: Architecture, samples: int | None = None,
+                       min_samples: int | None = None) -> MemoryEstimate:
+    """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
+    not saturated; growth past the fold threshold keeps the rows as a triangular factor)."""
+    samples = _valid_samples(samples)
+    P = arch.n_params
+    n_tangents, upper = _upper_guess(arch)
+    per_sample = arch.tokens * arch.widths[-1]
+    first = max(2, math.ceil(2 * upper / per_sample) + 1)  # numerical.initial_samples
+    N = samples if samples is not None else max(first, min_samples or 0)
+    block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * P * 8))
+    block_rows = min(N, block) * per_sample
+    rows = N * per_sample
+    parts = {"torch": _BASE_BYTES}
+    gauge = gauge_applies(arch)
+    cols = upper
+    # One row block: the full Jacobian block, its autodiff intermediates, two reduced copies.
+    per_row = P + min(N, block) * arch.tokens * max(arch.widths) * 6 * arch.n_layers
+    intermediates = min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8)
+    parts["Jacobian block"] = block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8
+    if not gauge:
+        parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
+        # Tangent rows (list + stack, a scaled copy, its QR) during the split; the QR stays.
+        parts["symmetry tangents"] = 3 * n_tangents * P * 8
+    kept = rows * cols * 8
+    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
+        factor = 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
+    else:
+        r_bytes = min(rows, cols) * cols * 8
+        factor = 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+    parts["rows and factorisation"] = factor
+    held = parts.get("symmetry tangents", 0) / 3
+    peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
+                                held + parts["Jacobian block"] + factor)
+    advice = (f"Use a smaller network (rank taken on {cols} columns x {rows} rows here), fewer "
+              f"samples (--samples {math.ceil(P / per_sample)} is the least), or --device cuda")
+    return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
+                          int(peak), parts, advice)
+
+
+def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
+    """Peak of `exact_dim`: tangents mod p, the rows of S J (built on all columns, then cut to
+    the free ones) and their conversion into a flint matrix (through Python ints)."""
+    samples = _valid_samples(samples)
+    P = arch.n_params
+    n_tangents, upper = _upper_guess(arch)
+    n_rows = min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)  # exact.rows_per_sample
+    cols = upper if certify else P
+    N = samples if samples is not None else max(1, math.ceil((cols + max(8, 0.05 * cols)) / n_rows))
+    rows = N * n_rows
+    parts = {"torch": _BASE_BYTES}
+    if certify:
+        # Dense int64 tangents (hidden ones included: about one layer's worth more) and the
+        # staircase's working copy of one layer block.
+        parts["symmetry tangents"] = 2 * n_tangents * P * 8
+    parts["rows of S J"] = 2 * rows * P * 8 + EXACT_CHUNK_BYTES
+    # Row blocks + their concatenation + the reduced numpy copy + Python ints + fmpz entries.
+    parts["flint conversion"] = rows * cols * (8 + 8 + 8 + _PYINT_BYTES + 8)
+    # The last full-width block of rows stays referenced while the rank is taken.
+    peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
+                                parts["rows of S J"] + rows * cols * 8,
+                                parts["flint conversion"] + rows * P * 8)
+    advice = (f"Use a smaller network (exact rank of a {rows} x {cols} matrix over F_p here) or "
+              f"--method numerical")
+    return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)

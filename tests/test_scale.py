@@ -1,0 +1,161 @@
+"""Gauge fixing, memory estimates and refusals (issue 13)."""
+
+import pytest
+import torch
+
+from neuromanifold import Architecture, numerical_dim
+from neuromanifold.core.parameters import flatten, random_weights, random_inputs
+from neuromanifold.core.symmetries import symmetry_tangents
+from neuromanifold.dimension import gauge
+from neuromanifold.dimension.jacobians import jacobian
+
+
+@pytest.mark.parametrize("widths,keys,t", [((6, 5, 4), (3, 2), 4), ((8, 8, 8), (3, 3), 5),
+                                           ((5, 4, 3, 2), (2, 3, 1), 3)])
+def test_gauge_pivots_are_independent_on_the_tangents(widths, keys, t):
+    """The tangents restricted to the pivot columns have full rank (so rank J = rank J[:, free])."""
+    arch = Architecture(widths, keys, t, "softmax")
+    W = random_weights(arch, 4)
+    split = gauge.gauge_split(arch, W)
+    T, _ = symmetry_tangents(arch, W)
+    keep = torch.ones(arch.n_params, dtype=torch.bool)
+    keep[split.free] = False
+    assert int(keep.sum()) == T.shape[0] == split.rank == gauge.tangent_count(arch)
+    assert torch.linalg.matrix_rank(T[:, keep]) == T.shape[0]
+
+
+@pytest.mark.parametrize("widths,keys,t", [((6, 5, 4), (3, 2), 4), ((7, 7, 7), (2, 3), 3)])
+def test_gauge_and_dense_routes_agree(widths, keys, t, monkeypatch):
+    """The gauge-fixed rank equals the rank read on the dense complement of the tangents."""
+    arch = Architecture(widths, keys, t, "softmax")
+    fixed = numerical_dim(arch, seed=5)
+    assert "free columns of a gauge" in " ".join(fixed.notes)
+    monkeypatch.setattr(gauge, "gauge_split", lambda *_: None)
+    dense = numerical_dim(arch, seed=5)
+    assert (fixed.dimension, fixed.status) == (dense.dimension, dense.status) == (fixed.upper_bound, "settled")
+
+
+def test_gauge_rows_match_full_jacobian_columns():
+    """Forward mode on the free columns gives the same numbers as the full Jacobian's columns."""
+    arch = Architecture((6, 5, 4), (3, 2), 4, "softmax")
+    W = random_weights(arch, 6)
+    params, X = flatten(W), random_inputs(arch, 3, 6)
+    split = gauge.gauge_split(arch, W)
+    full = jacobian(arch, params, X)[:, split.free]
+    torch.testing.assert_close(gauge._forward_columns(arch, params, X, split.free), full)
+
+
+def test_gauge_leak_exposes_wrong_tangents():
+    """The kernel check is round-off at the right point and large at another point."""
+    arch = Architecture((6, 5, 4), (3, 2), 4, "softmax")
+    W = random_weights(arch, 7)
+    X = random_inputs(arch, 2, 7)
+    split = gauge.gauge_split(arch, W)
+    assert split.leak(arch, flatten(W), X) < 1e-12
+    other = random_weights(arch, 8)
+    assert split.leak(arch, flatten(other), X) > 1e-3
+
+
+def test_gauge_does_not_apply_outside_its_hypotheses():
+    assert not gauge.gauge_applies(Architecture((4, 4, 4), (2, 2), 3, "lightning"))
+    assert not gauge.gauge_applies(Architecture((3, 5, 3), (2, 2), 3, "softmax"))   # d_1 > d_0
+    assert not gauge.gauge_applies(Architecture((3, 3), (4,), 3, "softmax"))         # a_1 > d_0
+
+
+# ---------------------------------------------------------------- memory estimates and refusals
+
+from neuromanifold.dimension import memory  # noqa: E402
+from neuromanifold.errors import InputError, ResourceError  # noqa: E402
+
+
+@pytest.mark.parametrize("text,expected", [("16G", 16 * 2 ** 30), ("500M", 500 * 2 ** 20),
+                                           ("1.5GiB", int(1.5 * 2 ** 30)), ("2048", 2048),
+                                           ("64kb", 64 * 1024)])
+def test_parse_memory_sizes(text, expected):
+    assert memory.parse_memory(text) == expected
+
+
+def test_parse_memory_fraction_of_available(monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2 ** 30)
+    assert memory.parse_memory("0.5") == 5 * 2 ** 30
+    assert memory.resolve_budget(None) == int(0.8 * 10 * 2 ** 30)
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1", "0", "1.5", "16Q", "nan", True])
+def test_parse_memory_rejects_malformed(text):
+    with pytest.raises(InputError):
+        memory.parse_memory(text)
+
+
+def test_estimates_grow_with_the_network_and_drop_with_the_gauge():
+    small, large = (Architecture((w,) * 3, (8, 8), 16, "softmax") for w in (32, 128))
+    assert memory.numerical_estimate(large).peak > 4 * memory.numerical_estimate(small).peak
+    # The 41k softmax network: the dense route would hold the 16,896 x 40,960 tangent matrix.
+    arch = Architecture((128, 128, 128), (16, 16), 16, "softmax")
+    est = memory.numerical_estimate(arch)
+    assert "symmetry tangents" not in est.parts
+    lightning = Architecture((72,) * 4, (24,) * 3, 16)
+    assert memory.exact_estimate(lightning).peak > memory.exact_estimate(lightning, certify=False).peak / 4
+
+
+def test_refusal_says_what_to_change(capsys):
+    """The 41k softmax network is refused on a small budget before anything large is allocated
+    (its speed is a benchmark figure, not asserted here)."""
+    from neuromanifold.cli import main
+
+    code = main(["dim", "--widths", "128,128,128", "--keys", "16,16", "--tokens", "16",
+                 "--attention", "softmax", "--max-memory", "2G"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "estimated peak" in err and "--samples" in err and "GB" in err
+
+
+def test_api_refuses_with_resource_error():
+    with pytest.raises(ResourceError, match="estimated peak"):
+        from neuromanifold import neuromanifold_dim
+        neuromanifold_dim(Architecture((5, 4, 3), (2, 2), 3), method="certified", max_memory="1M")
+
+
+def test_sweep_stores_items_over_budget_as_refused(tmp_path):
+    """An item whose estimate exceeds the per-item budget is a stored row with status 'refused'."""
+    import sqlite3
+
+    from neuromanifold.sweeps.engine import sweep
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('widths = [[3, 3, 3]]\nkeys = [[2, 2]]\ntokens = [3]\nattention = ["softmax"]\n'
+                    'method = ["numerical"]\n')
+    db = tmp_path / "r.sqlite"
+    summary = sweep(grid, db, seed=2, max_memory="1M")
+    assert summary.counts == {"refused": 1}
+    with sqlite3.connect(db) as conn:
+        status, message = conn.execute("select status, message from results").fetchone()
+    assert status == "refused" and "estimated peak" in message
+
+
+def test_memory_restates_the_block_sizes_of_the_computing_modules():
+    """memory.py needs no torch, so it restates these; they must agree with the modules'."""
+    from neuromanifold.dimension import exact, jacobians, numerical
+
+    assert memory.NUMERICAL_ROW_BLOCK_BYTES == numerical._ROW_BLOCK_BYTES
+    assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
+    assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
+    assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
+    for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
+        n_tangents, upper = memory._upper_guess(arch)
+        first = numerical.initial_samples(arch, upper)
+        assert f"N = {first})" in memory.numerical_estimate(arch).what
+        N = -(-(upper + max(8, 0.05 * upper)) // exact.rows_per_sample(arch))
+        assert f"N = {int(N)})" in memory.exact_estimate(arch).what
+
+
+def test_refusal_imports_no_torch():
+    """The estimate and the refusal come before torch is imported (so they take well under 5 s)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom neuromanifold.cli import main\n"
+            "rc = main(['dim', '--widths', '128,128,128', '--keys', '16,16', '--tokens', '16', "
+            "'--attention', 'softmax', '--max-memory', '1G'])\n"
+            "print(rc, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
