@@ -15,12 +15,14 @@ def dim(
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
     temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
-    method: str = typer.Option("auto", help="auto, numerical, exact or certified."),
+    method: str = typer.Option("auto", help="auto, numerical, exact or certified (softmax: certified proves by ball arithmetic; auto escalates thin gaps)."),
     samples: Optional[int] = typer.Option(None, help="Input samples N (default: grown until the rank saturates)."),
     seed: int = typer.Option(0, help="Random seed for weights and inputs."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
     prime: Optional[int] = typer.Option(None, help="Prime p < 2^31 for the exact and certified methods "
                                         "(default 2147483629)."),
+    precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
+                                            "softmax rank (certified/auto; default 128)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
@@ -29,7 +31,8 @@ def dim(
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 
     result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
-                               device=device, prime=prime, progress=progress)
+                               device=device, prime=prime, progress=progress,
+                               precision=precision)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -5,8 +5,10 @@ Methods:
              (`dimension.rank`); `ambiguous` when the gap is small or N did not saturate.
   exact      rank over F_p at a random point: a proven lower bound (lightning only).
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
-             `certified` when they meet (lightning only).
-  auto       certified for lightning, numerical for softmax.
+             `certified` when they meet. Softmax: the lower bound is a ball-arithmetic
+             determinant at a rational point instead (`dimension.ball`).
+  auto       certified for lightning; for softmax numerical first, escalated to certified when
+             the gap is below ESCALATE_GAP_DECADES or the rank is ambiguous.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from ..core.checks import METHODS, bad_value, check_architecture, check_choice
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
+# A softmax numerical rank whose singular-value gap is below this many decades (or ambiguous)
+# is escalated to the certified path by method `auto` (docs/certified_softmax.md).
+ESCALATE_GAP_DECADES = 6.0
+
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
 
@@ -25,7 +31,8 @@ DeviceChoice = Literal["cpu", "cuda", "auto"]
 def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
-                      progress: Progress | None = None) -> DimensionResult:
+                      progress: Progress | None = None, precision: int | None = None
+                      ) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     Args:
@@ -37,6 +44,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         min_gap: decades of singular-value gap needed to settle a numerical rank.
         prime: the prime p of the exact methods (default 2147483629).
         progress: called with one line per phase (for a progress display).
+        precision: bits of the ball arithmetic of the certified softmax path (default 128).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -45,10 +53,16 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
-    if method in ("exact", "certified") and not arch.is_polynomial:
-        raise bad_value("method", "'numerical' or 'auto' for softmax networks", method,
+    if method == "exact" and not arch.is_polynomial:
+        raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks", method,
                         "Softmax networks are not polynomial, so there is no exact rank over F_p; "
-                        "use --method numerical.")
+                        "use --method certified.")
+    if not arch.is_polynomial and method in ("certified", "auto"):
+        return _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress,
+                            precision)
+    if precision is not None:
+        raise bad_value("precision", "given only for softmax networks (certified or auto)",
+                        precision, "Drop --precision: lightning ranks are exact over F_p.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
     if method == "numerical":
@@ -69,3 +83,38 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     options = {} if prime is None else {"prime": prime}
     return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
                      progress=progress, **options)
+
+
+def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, precision):
+    """Softmax: `certified` proves; `auto` runs numerical and escalates on a thin gap."""
+    from .ball import DEFAULT_PRECISION, certified_softmax_dim  # noqa: PLC0415
+    from .fp import DEFAULT_PRIME  # noqa: PLC0415
+
+    options = {"seed": seed, "progress": progress, "prime": prime or DEFAULT_PRIME,
+               "precision": DEFAULT_PRECISION if precision is None else precision}
+    if method == "certified":
+        if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda":
+            raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
+                            "Ball arithmetic runs on the CPU; drop --device.")
+        return certified_softmax_dim(arch, samples=samples, **options)
+    import warnings  # noqa: PLC0415
+
+    from .numerical import numerical_dim  # noqa: PLC0415
+    from .result import AmbiguousRankWarning  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmbiguousRankWarning)
+        first = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                              progress=progress)
+    if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
+        first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
+                           "decades, not escalated")
+        return first
+    why = (f"gap {first.gap:.1f} < {ESCALATE_GAP_DECADES} decades" if first.status == "settled"
+           else f"numerical rank {first.dimension} {first.status}")
+    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path")
+    result = certified_softmax_dim(arch, **options)
+    result.notes.insert(0, f"auto: numerical first gave {first.dimension} ({why}); escalated to "
+                        f"the certified path at {options['precision']} bits")
+    result.seconds = {"numerical": first.seconds.get("total", 0.0), **result.seconds}
+    return result
