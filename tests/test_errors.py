@@ -43,6 +43,11 @@ BAD_CALLS = {
     "classify_layer weights": lambda: nm.classify_layer("W.npz"),
     "classify_layer tokens": lambda: nm.classify_layer(nm.random_weights(nm.Architecture((3, 2), (3,), 3)),
                                                        tokens=0),
+    "neuromanifold_dim precision lightning": lambda: nm.neuromanifold_dim(ARCH, precision=256),
+    "neuromanifold_dim precision softmax": lambda: nm.neuromanifold_dim(
+        nm.Architecture((3, 3), (2,), 3, "softmax"), method="certified", precision=4),
+    "rank_at_point method": lambda: nm.rank_at_point(ARCH, _weights(), method="exact"),
+    "rank_at_point precision": lambda: nm.rank_at_point(ARCH, _weights(), precision=0),
     "read_weights path": lambda: nm.read_weights("/nonexistent/W.npz"),
     "write_weights weights": lambda: nm.write_weights("/tmp/never-written.npz", [1, 2]),
 }
@@ -63,6 +68,8 @@ BAD_COMMANDS = [
     ["figure3", "--deltas", "9-3"],
     ["fiber", "--weights", "/nonexistent/a.npz", "--other", "/nonexistent/b.npz"],
     ["classify", "--weights", "/nonexistent/a.npz"],
+    ["rank", "--weights", "/nonexistent/a.npz"],
+    ["dim", "--widths", "4,3,5", "--keys", "2,3", "--attention", "softmax", "--precision", "8"],
     ["figure1", "--grid", "2", "--out", "/tmp/nm-never-made"],
     ["sweep", "/nonexistent/grid.toml", "--db", "/tmp/nm-never-made.sqlite"],
     ["report", "/nonexistent/store.sqlite", "--out", "/tmp/nm-never-made"],

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..core.architecture import Architecture
-from ..core.checks import METHODS, bad_value, check_architecture, check_choice
+from ..core.checks import METHODS, bad_value, check_architecture, check_choice, check_int
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
@@ -90,6 +90,9 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     from .ball import DEFAULT_PRECISION, certified_softmax_dim  # noqa: PLC0415
     from .fp import DEFAULT_PRIME  # noqa: PLC0415
 
+    if precision is not None:
+        precision = check_int("precision", precision, minimum=16,
+                              fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
     options = {"seed": seed, "progress": progress, "prime": prime or DEFAULT_PRIME,
                "precision": DEFAULT_PRECISION if precision is None else precision}
     if method == "certified":

@@ -62,7 +62,7 @@ def _dyadic(t: torch.Tensor, bits: int = DYADIC_BITS) -> torch.Tensor:
 
 def softmax_tangents_mod_p(arch: Architecture, weights: LayerWeights, p: int
                            ) -> tuple[torch.Tensor, list[str]]:
-    """Kernel directions of the softmax Jacobian at integer `weights`, reduced mod p (rows).
+    """Kernel directions of the Jacobian at integer `weights`, reduced mod p (rows).
 
     GL(a_i), Eq. 9, the hidden directions of an earlier narrower layer, and for t = 1 every
     Q_i, K_i entry (a 1 x 1 softmax is the constant 1). Returns the rows and skipped-block notes.
@@ -70,6 +70,8 @@ def softmax_tangents_mod_p(arch: Architecture, weights: LayerWeights, p: int
     known, _ = symmetry_tangents(arch, weights)
     hidden, _, skipped = hidden_symmetry_tangents(arch, weights, p)
     rows = [known % p, hidden]
+    if arch.is_polynomial:  # lightning: the rescaling is in `known`; t = 1 is in `hidden`
+        return torch.cat(rows), skipped
     if arch.tokens == 1:
         for name, shape, offset in arch.param_layout():
             if name[0] in "QK":
@@ -80,15 +82,42 @@ def softmax_tangents_mod_p(arch: Architecture, weights: LayerWeights, p: int
     return torch.cat(rows), skipped
 
 
-def softmax_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PRIME
-                        ) -> tuple[int, list[str]]:
-    """n_params - rank_p(kernel directions) at a random integer point: a proven upper bound."""
-    p = check_word_prime(check_prime("prime", prime))
-    weights = random_weights_mod_p(arch, p, seeded_generator(seed, "certified-upper"))
+def to_residues(t: torch.Tensor, p: int) -> torch.Tensor:
+    """Every float64 entry x = n / 2^k (a dyadic rational) as n * (2^k)^-1 mod p (int64).
+
+    Reduction mod p is a ring map on rationals with odd denominators, so a matrix built from
+    these residues by ring operations is the reduction of the rational one.
+    """
+    def one(x: float) -> int:
+        num, den = float(x).as_integer_ratio()
+        return num % p * pow(den, -1, p) % p
+    flat = [one(x) for x in t.reshape(-1).tolist()]
+    return torch.tensor(flat, dtype=torch.int64).reshape(t.shape)
+
+
+def upper_bound_at(arch: Architecture, weights: LayerWeights, p: int = DEFAULT_PRIME
+                   ) -> tuple[int, list[str]]:
+    """n_params - rank_p(kernel directions at `weights` mod p) >= rank of the Jacobian there.
+
+    `weights` are float64 (read as the exact dyadic rationals they store) or integer residues.
+    rank over F_p <= rank over Q of the reduced matrix, so the bound is sound at this point.
+    """
+    p = check_word_prime(check_prime("prime", p))
+    if weights.V[0].is_floating_point():
+        weights = LayerWeights(*(tuple(to_residues(t, p) for t in group)
+                                 for group in (weights.Q, weights.K, weights.V)))
     tangents, skipped = softmax_tangents_mod_p(arch, weights, p)
     rank, _ = staircase_rank_mod_p(tangents, _layer_boundaries(arch), p)
     notes = [f"hidden kernel block skipped (soundness check failed): {s}" for s in skipped]
     return arch.n_params - rank, notes
+
+
+def softmax_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PRIME
+                        ) -> tuple[int, list[str]]:
+    """n_params - rank_p(kernel directions) at a random integer point: a proven upper bound
+    on the generic rank (rank_p at a point <= rank over Q there <= generic rank of the tangents)."""
+    p = check_word_prime(check_prime("prime", prime))
+    return upper_bound_at(arch, random_weights_mod_p(arch, p, seeded_generator(seed, "certified-upper")), p)
 
 
 # ---------------------------------------------------------------------------- lower bound
@@ -106,7 +135,8 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
     """J[rows, cols] of W -> (phi_W(X_n))_n at (weights, X), in arb at the current precision.
 
     Forward mode: each chosen column is a unit parameter direction; the tangent of every layer
-    state is propagated with d softmax(L)_{ji} = S_ji (dL_ji - sum_k S_ki dL_ki), columns i.
+    state is propagated with d softmax(L)_{ji} = S_ji (dL_ji - sum_k S_ki dL_ki), columns i
+    (lightning: S = L, dS = dL).
     Rows are ordered (n, k, i) as in `jacobians.jacobian`.
     """
     layout = arch.param_layout()
@@ -122,6 +152,7 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
     Ks = [_arb(k.numpy()) for k in weights.K]
     Vs = [_arb(v.numpy()) for v in weights.V]
     inv_tau = 1 / flint.arb(float(arch.temperature))
+    softmax = arch.attention == "softmax"
     n_dir = len(cols)
     block = np.empty((len(rows), n_dir), dtype=object)
     by_sample: dict[int, list[tuple[int, int]]] = {}
@@ -137,10 +168,14 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
             for k, (lay, name, r, s) in enumerate(owner):
                 if lay == layer:
                     {"Q": dU, "K": dW, "V": dY}[name][k, r, :] += Z[s, :]
-            E = _EXP((U.T @ W) * inv_tau)
-            S = E / E.sum(axis=0)
-            dL = (np.matmul(dU.transpose(0, 2, 1), W) + np.matmul(U.T, dW)) * inv_tau
-            dS = S * (dL - (S * dL).sum(axis=1, keepdims=True))
+            dL = np.matmul(dU.transpose(0, 2, 1), W) + np.matmul(U.T, dW)
+            if softmax:
+                E = _EXP((U.T @ W) * inv_tau)
+                S = E / E.sum(axis=0)
+                dL = dL * inv_tau
+                dS = S * (dL - (S * dL).sum(axis=1, keepdims=True))
+            else:  # lightning: the scores are the logits themselves
+                S, dS = U.T @ W, dL
             Z, dZ = Y @ S, np.matmul(dY, S) + np.matmul(Y, dS)
         flat = dZ.reshape(n_dir, -1)
         for out_row, rest in wanted:
