@@ -29,11 +29,12 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_int, check_seed
+from ..core.checks import check_architecture, check_int, check_seed
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
+from .exact import _layer_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian
 from .rank import numerical_rank
@@ -48,10 +49,6 @@ MAX_PRECISION = 1024
 DYADIC_BITS = 12
 # Rows of the float Jacobian per candidate rank (more rows make a well-conditioned block likelier).
 ROW_FACTOR = 3.0
-
-
-def _layer_boundaries(arch: Architecture) -> list[int]:
-    return [o for name, _, o in arch.param_layout() if name.startswith("Q_")] + [arch.n_params]
 
 
 def _dyadic(t: torch.Tensor, bits: int = DYADIC_BITS) -> torch.Tensor:
