@@ -127,6 +127,14 @@ def _arb(a) -> np.ndarray:
 _EXP = np.frompyfunc(lambda x: x.exp(), 1, 1)
 
 
+def _left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
+    """M @ T[k] for every direction k of T (r, d, t), as one flint matrix product (d x r t)."""
+    r, d, t = T.shape
+    wide = flint.arb_mat(T.transpose(1, 0, 2).reshape(d, r * t).tolist())
+    out = np.array((M * wide).entries(), dtype=object)
+    return out.reshape(M.nrows(), r, t).transpose(1, 0, 2)
+
+
 def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tensor,
                          rows: list[int], cols: list[int]) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n at (weights, X), in arb at the current precision.
@@ -148,6 +156,7 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
     Qs = [_arb(q.numpy()) for q in weights.Q]
     Ks = [_arb(k.numpy()) for k in weights.K]
     Vs = [_arb(v.numpy()) for v in weights.V]
+    Qm, Km, Vm = ([flint.arb_mat(m.tolist()) for m in group] for group in (Qs, Ks, Vs))
     inv_tau = 1 / flint.arb(float(arch.temperature))
     softmax = arch.attention == "softmax"
     n_dir = len(cols)
@@ -161,7 +170,11 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
         dZ = np.zeros((n_dir,) + Z.shape, dtype=object)
         for layer, (Q, K, V) in enumerate(zip(Qs, Ks, Vs), start=1):
             U, W, Y = Q @ Z, K @ Z, V @ Z
-            dU, dW, dY = np.matmul(Q, dZ), np.matmul(K, dZ), np.matmul(V, dZ)
+            if layer == 1:  # the input X does not move
+                dU, dW, dY = (np.zeros((n_dir, m.shape[0], Z.shape[1]), dtype=object)
+                              for m in (Q, K, V))
+            else:
+                dU, dW, dY = (_left_multiply(m, dZ) for m in (Qm[layer - 1], Km[layer - 1], Vm[layer - 1]))
             for k, (lay, name, r, s) in enumerate(owner):
                 if lay == layer:
                     {"Q": dU, "K": dW, "V": dY}[name][k, r, :] += Z[s, :]
