@@ -17,7 +17,7 @@ import resource
 import subprocess
 import sys
 
-# widths d^4 with keys d/3-ish and tokens chosen as in MATH.md section 7 and the issue.
+# widths d^4 with keys d/3-ish and tokens chosen as in docs/math/method.md.
 CASES = {16: (4, 6), 24: (8, 12), 32: (8, 8), 48: (16, 16)}
 
 

@@ -196,7 +196,7 @@ def test_autodiff_jacobian_matches_finite_differences():
 
 @pytest.mark.parametrize("widths,keys,value", [((3, 3), (2,), 16), ((4, 4), (3,), 30), ((4, 3), (6,), 27)])
 def test_eq7_worked_values(widths, keys, value):
-    """Corollary 3.3 / Eq. 7 worked values of MATH.md section 3."""
+    """Corollary 3.3 / Eq. 7 worked values of docs/math/single-layer.md."""
     f = eq7(_arch(widths, keys))
     assert (f.value, f.hypotheses_hold) == (value, True)
 
@@ -205,7 +205,7 @@ def test_eq7_worked_values(widths, keys, value):
     ((3, 3, 3), (2, 2), 23), ((5, 5, 5), (2, 2), 55), ((4, 4, 4, 4), (2, 2, 2), 49),
     ((5, 3, 3, 5), (2, 2, 2), 50), ((6, 4, 2, 4), (2, 2, 2), 53)])
 def test_eq14_worked_values(widths, keys, value):
-    """Corollary 3.8 / Eq. 14 worked values of MATH.md section 4, hypotheses hold."""
+    """Corollary 3.8 / Eq. 14 worked values of docs/math/deep.md, hypotheses hold."""
     f = eq14(_arch(widths, keys))
     assert (f.value, f.hypotheses_hold) == (value, True)
 
@@ -213,7 +213,7 @@ def test_eq14_worked_values(widths, keys, value):
 @pytest.mark.parametrize("widths,keys,formula,truth", [
     ((3, 5, 3), (2, 2), 27, 23), ((3, 4, 5), (2, 2), 34, 29), ((3, 3, 3), (1, 2), 20, 18)])
 def test_eq14_failures_flagged(widths, keys, formula, truth):
-    """Where Eq. 14 is wrong (MATH.md section 4), its hypotheses are reported as failing."""
+    """Where Eq. 14 is wrong (docs/math/deep.md), its hypotheses are reported as failing."""
     f = eq14(_arch(widths, keys))
     assert (f.value, f.hypotheses_hold) == (formula, False)
 
@@ -221,7 +221,7 @@ def test_eq14_failures_flagged(widths, keys, formula, truth):
 @pytest.mark.parametrize("widths,keys,truth", [((3, 5, 3), (2, 2), 23), ((3, 4, 5), (2, 2), 29),
                                                ((4, 4, 4, 4), (2, 2, 2), 49)])
 def test_effective_width_conjecture_values(widths, keys, truth):
-    """Eq. 14 with d_i -> min(d_0..d_i) matches the true dimensions of MATH.md; labelled a conjecture."""
+    """Eq. 14 with d_i -> min(d_0..d_i) matches the certified dimensions (docs/math/deep.md); a conjecture."""
     f = effective_width(_arch(widths, keys))
     assert f.value == truth and f.conjecture
 
@@ -246,7 +246,7 @@ def test_formula_hypotheses_need_two_tokens():
 
 
 def test_deep_ratio_limit():
-    """a_i = d, all d_i = d: parameters 3 l d^2, dimension (l+1) d^2 - l (MATH.md section 4)."""
+    """a_i = d, all d_i = d: parameters 3 l d^2, dimension (l+1) d^2 - l (docs/math/deep.md)."""
     d, l = 5, 3
     arch = _arch((d,) * (l + 1), (d,) * l)
     assert arch.n_params == 3 * l * d * d

@@ -50,6 +50,18 @@ BAD_CALLS = {
     "rank_at_point precision": lambda: nm.rank_at_point(ARCH, _weights(), precision=0),
     "read_weights path": lambda: nm.read_weights("/nonexistent/W.npz"),
     "write_weights weights": lambda: nm.write_weights("/tmp/never-written.npz", [1, 2]),
+    "Architecture heads": lambda: nm.Architecture((4, 4), (2,), 3, heads=(0,)),
+    "Architecture values": lambda: nm.Architecture((4, 4), (2,), 3, values=(0,)),
+    "Architecture residual": lambda: nm.Architecture((4, 3), (2,), 3, residual=True),
+    "Architecture activation": lambda: nm.Architecture((4, 4), (2,), 3, mlp=(2,), activation="swish"),
+    "Architecture norm": lambda: nm.Architecture((4, 4), (2,), 3, norm="batchnorm"),
+    "same_block_function weights": lambda: __import__(
+        "neuromanifold.geometry.block_fibers", fromlist=["x"]).same_block_function(
+        nm.Architecture((4, 4), (2,), 3, heads=(2,)), "W.npz", {}),
+    "read_block_weights path": lambda: __import__(
+        "neuromanifold.io.block_weightfiles", fromlist=["x"]).read_block_weights("/nonexistent/W.npz"),
+    "neuromanifold_dim exact of a norm block": lambda: nm.neuromanifold_dim(
+        nm.Architecture((4, 4), (2,), 3, norm="rmsnorm"), method="exact"),
 }
 
 
@@ -65,7 +77,15 @@ BAD_COMMANDS = [
     ["dim", "--widths", "4,x,5", "--keys", "2,3"],
     ["dim", "--widths", "4,3,5", "--keys", "2,3", "--method", "guess"],
     ["dim", "--widths", "4,3,5", "--keys", "2,3", "--seed", "-1"],
+    ["dim", "--widths", "4,3,5", "--keys", "2,3", "--heads", "0,1"],
+    ["dim", "--widths", "4,3,5", "--keys", "2,3", "--values", "2,0"],
+    ["dim", "--widths", "4,3,5", "--keys", "2,3", "--residual"],
+    ["dim", "--widths", "4,4,4", "--keys", "2,3", "--mlp", "2,2", "--activation", "swish"],
+    ["dim", "--widths", "4,4,4", "--keys", "2,3", "--mlp", "2,2", "--activation", "relu",
+     "--method", "exact"],
     ["figure3", "--deltas", "9-3"],
+    ["heads", "--max-heads", "0", "--out", "/tmp/nm-never-made"],
+    ["heads", "--widths", "3,3,3", "--out", "/tmp/nm-never-made"],
     ["fiber", "--weights", "/nonexistent/a.npz", "--other", "/nonexistent/b.npz"],
     ["classify", "--weights", "/nonexistent/a.npz"],
     ["rank", "--weights", "/nonexistent/a.npz"],

@@ -1,4 +1,4 @@
-"""Exact (over F_p) and certified dimensions of lightning networks (issue 3; MATH.md 4, 6, 7)."""
+"""Exact (over F_p) and certified dimensions of lightning networks (docs/math/deep.md, method.md)."""
 
 import json
 
@@ -122,7 +122,7 @@ def test_certified_where_formula_holds(widths, keys, truth):
     ((3, 5, 3), (2, 2), 23, 27), ((3, 4, 5), (2, 2), 29, 34), ((3, 3, 3), (1, 2), 18, 20),
     ((2, 3, 5), (1, 1), 14, 18)])
 def test_certified_where_eq14_fails(widths, keys, truth, formula):
-    """Where Eq. 14 fails (MATH.md section 4) the true value is certified and Eq. 14 marked failing."""
+    """Where Eq. 14 fails (docs/math/deep.md) the true value is certified and Eq. 14 marked failing."""
     r = exact_dim(Architecture(widths, keys, 3), seed=2)
     assert (r.dimension, r.lower_bound, r.upper_bound, r.status) == (truth, truth, truth, "certified")
     assert r.formula.value == formula and not r.formula.hypotheses_hold
@@ -218,6 +218,6 @@ def test_one_token_certified_through_symmetric_part():
 
 @pytest.mark.slow
 def test_certified_widths_32():
-    """MATH.md section 7: widths 32^4, keys 8^3, t = 8 is certified at 2365 = Eq. 14."""
+    """docs/math/method.md: widths 32^4, keys 8^3, t = 8 is certified at 2365 = Eq. 14."""
     r = exact_dim(Architecture((32, 32, 32, 32), (8, 8, 8), 8), seed=0)
     assert (r.dimension, r.status) == (2365, "certified")

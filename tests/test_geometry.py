@@ -45,7 +45,7 @@ MATH_MD = [
 
 @pytest.mark.parametrize("case", MATH_MD, ids=[c[0] for c in MATH_MD])
 def test_math_md_ranks_exact(case):
-    """MATH.md's check (Thm 3.4, Lemma A.3): ranks 14, 12, 14, 9, 6 exactly over F_p, with the classes."""
+    """Thm 3.4, Lemma A.3 (docs/math/single-layer.md): ranks 14, 12, 14, 9, 6 over F_p, with classes."""
     _, A, V, smooth, singular, boundary, critical, rank = case
     c = classify_layer(_aw(A, V))
     assert c.rank_method == "exact"

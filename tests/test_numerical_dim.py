@@ -1,4 +1,4 @@
-"""Numerical dimension against the worked values of MATH.md (issue 2)."""
+"""Numerical dimension against the worked values of docs/math (issue 2)."""
 
 import json
 
@@ -24,7 +24,7 @@ from neuromanifold.dimension.rank import numerical_rank
     ((4, 3), (2,), 3, "softmax", 24),            # Theorem 3.9
 ])
 def test_worked_values_where_formula_holds(widths, keys, t, attention, truth):
-    """Numerical rank reproduces MATH.md's worked values, settled, and agrees with the formula."""
+    """Numerical rank reproduces the docs/math worked values, settled, and agrees with the formula."""
     r = numerical_dim(Architecture(widths, keys, t, attention), seed=1)
     assert (r.dimension, r.status) == (truth, "settled")
     assert r.formula.hypotheses_hold and r.formula.value == truth
@@ -49,7 +49,7 @@ def test_t1_sees_only_symmetric_part():
 
 
 def test_one_token_one_key_single_layer():
-    """a = d' = 1, t >= 2: Eq. 7 still matches numerically (MATH.md section 3)."""
+    """a = d' = 1, t >= 2: Eq. 7 still matches numerically (docs/math/single-layer.md)."""
     r = numerical_dim(Architecture((3, 1), (1,), 2), seed=4)
     assert r.dimension == 1 * (2 * 3 - 1) + 3 - 1
 
@@ -64,7 +64,7 @@ def test_rank_stable_when_samples_grow():
 
 
 def test_adaptive_samples_exceed_naive_count():
-    """MATH.md section 7: N t d_l > n_params is not enough for t = 3; adaptive N goes beyond it."""
+    """docs/math/method.md: N t d_l > n_params is not enough for t = 3; adaptive N goes beyond it."""
     arch = Architecture((8, 8, 8, 8), (2, 2, 2), 3)
     r = numerical_dim(arch, seed=6)
     naive = -(-arch.n_params // (3 * 8))

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, dim, fiber, figure1, figure3, rank, report, sweep
+from . import classify, dim, fiber, figure1, figure3, heads, rank, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -28,6 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 app.command("dim")(dim.dim)
 app.command("figure3")(figure3.figure3)
+app.command("heads")(heads.heads)
 app.command("classify")(classify.classify)
 app.command("fiber")(fiber.fiber)
 app.command("figure1")(figure1.figure1)

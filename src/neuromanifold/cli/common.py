@@ -36,6 +36,21 @@ def build_architecture(widths: str, keys: str, tokens: int, attention: str,
                         parse_int_list("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
 
 
+def build_block_architecture(widths: str, keys: str, tokens: int, attention: str,
+                             temperature: float = 1.0, *, heads: str | None = None,
+                             values: str | None = None, residual: bool = False,
+                             mlp: str | None = None, activation: str = "square",
+                             norm: str = "none") -> Architecture:
+    """An Architecture with the transformer-block options, from CLI strings."""
+    return Architecture(
+        parse_int_list("widths", widths, "5,3,3,5"), parse_int_list("keys", keys, "2,2,2"), tokens,
+        attention.lower(), temperature,
+        heads=None if heads is None else parse_int_list("heads", heads, "2,2"),
+        values=None if values is None else parse_int_list("values", values, "2,2"),
+        residual=residual, mlp=None if mlp is None else parse_int_list("mlp", mlp, "3,3"),
+        activation=activation.lower(), norm=norm.lower())
+
+
 def check_output_files(paths: list[Path], force: bool) -> None:
     """Refuse, before any work, to overwrite existing files (unless --force) or to write where
     the folder cannot be created or written."""

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .common import EXIT_AMBIGUOUS, build_architecture, err, print_json
+from .common import EXIT_AMBIGUOUS, build_block_architecture, err, print_json
 
 
 def dim(
@@ -21,12 +21,24 @@ def dim(
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
     prime: Optional[int] = typer.Option(None, help="Prime p < 2^31 for the exact and certified methods "
                                         "(default 2147483629)."),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each); "
+                                        "--keys is then the per-head key width."),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l with an output "
+                                         "projection (V = O W); default: one value matrix per head."),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections Z + att(Z) "
+                                  "(and around the MLP); needs equal widths."),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each attention layer m_1,...,m_l "
+                                      "(0: none)."),
+    activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
+    norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax rank (certified/auto; default 128)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
-    arch = build_architecture(widths, keys, tokens, attention, temperature)
+    arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
+                                    values=values, residual=residual, mlp=mlp,
+                                    activation=activation, norm=norm)
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

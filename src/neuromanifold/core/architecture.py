@@ -1,10 +1,13 @@
-"""The architecture of a deep self-attention network (MATH.md sections 1, 2, 5)."""
+"""The architecture of a deep self-attention network (docs/math/notation.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .checks import ATTENTION_KINDS, bad_value, check_choice, check_int, check_int_tuple, check_positive_float
+
+ACTIVATIONS = ("square", "relu", "gelu", "tanh")
+NORMS = ("none", "layernorm", "rmsnorm")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,13 @@ class Architecture:
     tokens: int
     attention: str = "lightning"
     temperature: float = 1.0
+    # Transformer-block options (docs/blocks.md); the defaults give the paper's model exactly.
+    heads: tuple[int, ...] | None = None
+    values: tuple[int, ...] | None = None
+    residual: bool = False
+    mlp: tuple[int, ...] | None = None
+    activation: str = "square"
+    norm: str = "none"
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -49,6 +59,58 @@ class Architecture:
         object.__setattr__(self, "tokens", tokens)
         object.__setattr__(self, "attention", attention)
         object.__setattr__(self, "temperature", temperature)
+        self._check_block_options()
+
+    def _check_block_options(self) -> None:
+        """Validate and normalise heads, values, residual, mlp, activation and norm."""
+        l = len(self.keys)
+
+        def per_layer(name: str, values, minimum: int, example: str):
+            if values is None:
+                return None
+            out = check_int_tuple(name, values, minimum=minimum, example=example)
+            if len(out) != l:
+                raise bad_value(name, f"one entry per layer ({l} for widths {list(self.widths)})",
+                                list(out), f"Pass {l} comma-separated integers, e.g. "
+                                f"{','.join([example.split(',')[0]] * l)}.")
+            return out
+
+        heads = per_layer("heads", self.heads, 1, "2,2")
+        if heads is not None and all(h == 1 for h in heads):
+            heads = None  # one head per layer is the paper's model: one spelling of it
+        values = per_layer("values", self.values, 1, "2,2")
+        mlp = per_layer("mlp", self.mlp, 0, "3,3")
+        if mlp is not None and all(m == 0 for m in mlp):
+            mlp = None
+        if not isinstance(self.residual, bool):
+            raise bad_value("residual", "True or False", self.residual, "Pass residual=True or False.")
+        if self.residual and len(set(self.widths)) != 1:
+            raise bad_value("residual", "used only when every layer keeps its width (Z + att(Z))",
+                            f"residual with widths {list(self.widths)}",
+                            "Use equal widths, e.g. 4,4,4, or drop --residual.")
+        activation = check_choice("activation", self.activation, ACTIVATIONS)
+        norm = check_choice("norm", self.norm, NORMS)
+        object.__setattr__(self, "heads", heads)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "mlp", mlp)
+        object.__setattr__(self, "activation", activation)
+        object.__setattr__(self, "norm", norm)
+
+    @property
+    def is_block(self) -> bool:
+        """True when any transformer-block option departs from the paper's single-head model."""
+        return (self.heads is not None or self.values is not None or self.residual
+                or self.mlp is not None or self.norm != "none")
+
+    @property
+    def head_counts(self) -> tuple[int, ...]:
+        """H_i, the heads of each layer (1 everywhere for the paper's model)."""
+        return self.heads if self.heads is not None else (1,) * self.n_layers
+
+    @property
+    def mlp_widths(self) -> tuple[int, ...]:
+        """m_i, the MLP width after each attention layer (0: no MLP)."""
+        return self.mlp if self.mlp is not None else (0,) * self.n_layers
 
     @property
     def n_layers(self) -> int:
@@ -57,14 +119,18 @@ class Architecture:
 
     @property
     def n_params(self) -> int:
-        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}) (MATH.md section 2)."""
+        """Math: sum_i (2 a_i d_{i-1} + d_i d_{i-1}); block networks sum their blocks (docs/math/notation.md, docs/blocks.md)."""
+        if self.is_block:
+            return sum(shape[0] * shape[1] for _, shape, _ in self.param_layout())
         return sum(2 * a * d_in + d_out * d_in
                    for a, d_in, d_out in zip(self.keys, self.widths[:-1], self.widths[1:]))
 
     @property
     def is_polynomial(self) -> bool:
-        """True for lightning networks: polynomial maps with integer coefficients."""
-        return self.attention == "lightning"
+        """True for polynomial maps with integer coefficients: lightning attention, square
+        activation (or no MLP) and no normalisation."""
+        return (self.attention == "lightning" and self.norm == "none"
+                and (self.mlp is None or self.activation == "square"))
 
     def layer_shapes(self) -> list[dict[str, tuple[int, int]]]:
         """Shapes of (Q_i, K_i, V_i) for each layer i = 1..l."""
@@ -75,7 +141,12 @@ class Architecture:
         """(name, shape, offset) of every block of the flat parameter vector, in order.
 
         The order is Q_1, K_1, V_1, Q_2, K_2, V_2, ...; each block is flattened row-major.
+        Block networks use `core.blocks.block_layout` (documented there).
         """
+        if self.is_block:
+            from .blocks import block_layout  # noqa: PLC0415
+
+            return block_layout(self)
         layout, offset = [], 0
         for i, shapes in enumerate(self.layer_shapes(), start=1):
             for name in ("Q", "K", "V"):
@@ -90,6 +161,11 @@ class Architecture:
                "attention": self.attention}
         if self.attention == "softmax":
             out["temperature"] = self.temperature
+        if self.is_block:
+            out.update(heads=list(self.head_counts),
+                       values=None if self.values is None else list(self.values),
+                       residual=self.residual, mlp=list(self.mlp_widths),
+                       activation=self.activation, norm=self.norm)
         return out
 
     def __str__(self) -> str:
@@ -97,4 +173,14 @@ class Architecture:
                 f"keys={','.join(map(str, self.keys))} tokens={self.tokens}")
         if self.attention == "softmax" and self.temperature != 1.0:
             text += f" temperature={self.temperature:g}"
+        if self.heads is not None:
+            text += f" heads={','.join(map(str, self.heads))}"
+        if self.values is not None:
+            text += f" values={','.join(map(str, self.values))}"
+        if self.residual:
+            text += " residual"
+        if self.mlp is not None:
+            text += f" mlp={','.join(map(str, self.mlp))} activation={self.activation}"
+        if self.norm != "none":
+            text += f" norm={self.norm}"
         return text

@@ -1,7 +1,7 @@
-"""Closed-form dimensions, each with whether its hypotheses hold (MATH.md sections 3-5).
+"""Closed-form dimensions, each with whether its hypotheses hold (docs/math).
 
 Each function returns a `FormulaValue`. A value whose `hypotheses_hold` is False is only what
-the formula would say: it is not the dimension (MATH.md section 4 lists where it is wrong).
+the formula would say: it is not the dimension (docs/math/deep.md lists where it is wrong).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def eq16(arch: Architecture) -> FormulaValue:
     """Deep normalised (softmax) network (Conjecture 3.10, Eq. 16): Eq. 14 + l.
 
     For l = 1 this is Theorem 3.9: r (2d - r) + d d', needing t >= 2. For l >= 2 it is the
-    paper's conjecture (a real-analytic proof is reported by Konda 2026, MATH.md section 5).
+    paper's conjecture (a real-analytic proof is reported by Konda 2026; docs/math/softmax.md).
     """
     value = _layer_terms(arch.widths, arch.keys, arch.widths[-1])
     if arch.n_layers == 1:
@@ -114,7 +114,7 @@ def eq16(arch: Architecture) -> FormulaValue:
 def effective_width(arch: Architecture) -> FormulaValue:
     """Eq. 14 (or 16) with every d_i, i < l, replaced by m_i = min(d_0, ..., d_i). A conjecture.
 
-    Observed, not proved (MATH.md section 4): it matched every a_i >= 2 configuration scanned.
+    Observed, not proved (docs/math/deep.md): it matched every a_i >= 2 configuration scanned.
     """
     m, running = [], None
     for d in arch.widths[:-1]:

@@ -1,6 +1,6 @@
 """The network maps, written once and batched over N input sequences.
 
-Math (MATH.md sections 1, 2, 4, 5):
+Math (docs/math/notation.md, deep.md, softmax.md):
   lightning layer (Eq. 1):  phi(Z) = V Z (Z^T A Z),            (Z^T A Z)_{ji} = z_j^T A z_i
   softmax layer   (Eq. 15): phi(Z)_i = sum_j S_ji V z_j / sum_j S_ji,  S_ji = exp(z_j^T A z_i / tau)
   deep network    (Eq. 4):  phi_W = phi_{W_l} o ... o phi_{W_1}

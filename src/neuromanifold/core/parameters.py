@@ -1,4 +1,4 @@
-"""Weights of a network in three parametrisations, with conversions (MATH.md sections 1, 2, 4).
+"""Weights of a network in three parametrisations, with conversions (docs/math/notation.md).
 
 - `LayerWeights`: per-layer (Q_i, K_i, V_i); the parametrisation whose Jacobian we take.
 - `AttentionWeights`: (A_i, V_i) with A_i = Q_i^T K_i in R^{d_{i-1} x d_{i-1}}.

@@ -1,6 +1,6 @@
 """The known symmetries of the parametrisation: group actions and their tangent vectors.
 
-Math (MATH.md sections 3, 4):
+Math (docs/math/single-layer.md, deep.md):
   key symmetry (Lemma 3.1), C in GL(a_i):   Q_i -> C Q_i,  K_i -> C^{-T} K_i
   inter-layer (Eq. 9), C in GL(d_i), 1 <= i < l:
         V_i -> C V_i,  Q_{i+1} -> Q_{i+1} C^{-1},  K_{i+1} -> K_{i+1} C^{-1},  V_{i+1} -> V_{i+1} C^{-1}
@@ -9,7 +9,7 @@ Math (MATH.md sections 3, 4):
 
 Each symmetry leaves phi_W unchanged, so its tangent vectors at W lie in the kernel of the
 Jacobian of W -> phi_W: their span bounds the dimension from above,
-dim M <= n_params - rank(tangents) (MATH.md section 6).
+dim M <= n_params - rank(tangents) (docs/math/method.md).
 
 The tangent construction only copies and negates entries of W, so it works for any tensor
 dtype, integer tensors included (for arithmetic over F_p).

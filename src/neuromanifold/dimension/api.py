@@ -54,21 +54,34 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
     if method == "exact" and not arch.is_polynomial:
-        raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks", method,
-                        "Softmax networks are not polynomial, so there is no exact rank over F_p; "
-                        "use --method certified.")
-    if not arch.is_polynomial and method in ("certified", "auto"):
+        raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks "
+                        "('numerical' or 'auto' for other non-polynomial ones: relu/gelu/tanh "
+                        "MLPs, norms)", method,
+                        "Softmax networks are not polynomial (nor are relu/gelu/tanh MLPs or "
+                        "norms), so there is no exact rank over F_p; use --method certified "
+                        "(softmax) or numerical.")
+    if method == "certified" and not arch.is_polynomial and arch.is_block:
+        raise bad_value("method", "'numerical' or 'auto' for non-polynomial block networks "
+                        "(softmax blocks, relu/gelu/tanh MLPs, norms)", method,
+                        "Certified ranks of these blocks are not implemented (plain softmax "
+                        "networks are); use --method numerical.")
+    if not arch.is_polynomial and not arch.is_block and method in ("certified", "auto"):
         return _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress,
                             precision)
     if precision is not None:
         raise bad_value("precision", "given only for softmax networks (certified or auto)",
-                        precision, "Drop --precision: lightning ranks are exact over F_p.")
+                        precision, "Drop --precision: the other ranks are exact over F_p or float64.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
     if method == "numerical":
         if prime is not None:
             raise bad_value("prime", "given only with the exact or certified method", prime,
                             "Drop the prime, or ask for method 'certified' of a lightning network.")
+        if arch.is_block:
+            from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
+
+            return block_numerical_dim(arch, samples=samples, seed=seed, device=device,
+                                       min_gap=min_gap, progress=progress)
         from .numerical import numerical_dim  # noqa: PLC0415
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
@@ -78,6 +91,12 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "
                         "--method numerical for a GPU run.")
+    options = {} if prime is None else {"prime": prime}
+    if arch.is_block:
+        from .modular_blocks import block_exact_dim  # noqa: PLC0415
+
+        return block_exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
+                               progress=progress, **options)
     from .exact import exact_dim  # noqa: PLC0415
 
     options = {} if prime is None else {"prime": prime}

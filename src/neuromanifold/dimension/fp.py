@@ -107,3 +107,13 @@ def rank_rational(rows: list[list[int | Fraction]]) -> int:
                        [flint.fmpq(Fraction(x).numerator, Fraction(x).denominator)
                         for row in rows for x in row])
     return int(M.rank())
+
+
+def inverse_mod_p(matrix: np.ndarray, p: int) -> np.ndarray | None:
+    """The inverse over F_p of a square integer matrix, or None when it is singular mod p."""
+    m = to_nmod_mat(matrix, p)
+    if m.rank() < m.nrows():
+        return None
+    inv = m.inv()
+    n = m.nrows()
+    return np.array([[int(inv[i, j]) for j in range(n)] for i in range(n)], dtype=np.int64)

@@ -66,7 +66,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   progress: Progress | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
-    Math: dim M = rank dPhi_W for generic W and N large enough (MATH.md section 6).
+    Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
     N is grown (x1.5) until the rank stops changing or meets the symmetry upper bound, unless
     `samples` fixes it. Rank rule: largest gap in the singular values; a gap below `min_gap`
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an

@@ -105,6 +105,10 @@ def rank_at_point(arch: Architecture, weights: LayerWeights, *, method: str = "a
     from .api import ESCALATE_GAP_DECADES  # noqa: PLC0415
 
     check_architecture(arch)
+    if arch.is_block:
+        raise bad_value("arch", "the paper's single-head model (no heads/values/residual/mlp/norm)",
+                        str(arch), "Ranks at a point of block networks are not implemented yet; "
+                        "use neuromanifold_dim for their generic dimension.")
     method = check_choice("method", method, POINT_METHODS)
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(

@@ -71,6 +71,8 @@ class DimensionResult:
     seconds: dict = field(default_factory=dict)
     rank_history: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    # Block networks: each symmetry family's incremental tangent rank, in catalogue order.
+    symmetries: dict | None = None
 
     @property
     def fiber_dim(self) -> int:
@@ -93,6 +95,8 @@ class DimensionResult:
         out["conjecture"] = self.conjecture.to_dict()
         out["fiber_dim"] = self.fiber_dim
         out["is_settled"] = self.is_settled
+        if out["symmetries"] is None:
+            del out["symmetries"]
         for key in ("gap", "sigma_before", "sigma_after"):
             if out[key] is not None and not math.isfinite(out[key]):
                 out[key] = None

@@ -1,4 +1,4 @@
-"""The paper's Figure 1: one lightning layer with d = 2, d' = 1, a = 2 (MATH.md section 3).
+"""The paper's Figure 1: one lightning layer with d = 2, d' = 1, a = 2 (docs/math/single-layer.md).
 
 Math: phi(X) = V X X^T A X is linear in the tensor T = V (x) A (T_krs = V_k A_rs, 8 entries),
 and only the part of T symmetric in (k, r) is seen (the Theorem 3.2 swap of alpha and gamma), so

@@ -75,7 +75,7 @@ def plot_figure1(data, path: Path) -> Path:
 def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
     """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
     fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
-    done = [r for r in rows if r["status"] in SETTLED_STATUSES]
+    done = [r for r in rows if r["status"] in SETTLED_STATUSES and r.get("difference", 0) is not None]
     markers = {"lightning": "o", "softmax": "s"}
     for attention in sorted({r["attention"] for r in done}):
         for holds, colour, label in ((False, "tab:red", "hypotheses fail"),
@@ -144,5 +144,33 @@ def plot_difference_heatmap(cells: dict, path: Path, x: str, y: str, subtitle: s
         fig.colorbar(image, ax=axes[0].tolist(), shrink=0.85,
                      label="measured - formula (frame: hypotheses hold; dashed: some)")
     fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_heads(rows: list[dict], path: Path, title: str) -> Path:
+    """Dimension against heads: lightning and softmax, with the naive count and ambient bound."""
+    heads = [r["heads"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=130)
+    ax.plot(heads, [r["n_params"] for r in rows], ":", color="tab:gray", label="parameters (naive count)")
+    if rows[0]["ambient"] is not None:
+        ax.axhline(rows[0]["ambient"], ls="--", color="tab:green", label="ambient bound (lightning)")
+    for key, colour, label in (("lightning", "tab:blue", "lightning (exact F_p)"),
+                               ("softmax", "tab:orange", "softmax (numerical)")):
+        ax.plot(heads, [r[key] for r in rows], "-o", color=colour, label=label)
+        loose = [r for r in rows if r[f"{key}_status"] not in SETTLED_STATUSES]
+        if loose:
+            ax.plot([r["heads"] for r in loose], [r[key] for r in loose], "x", color="tab:red", ms=9,
+                    label=f"{key}: not settled (lower bound / ambiguous)")
+    ax.set(xlabel="heads H", ylabel="dimension", xticks=heads, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    """Lay out, write and close a figure."""
+    fig.tight_layout()
+    fig.savefig(path)
     plt.close(fig)
     return path

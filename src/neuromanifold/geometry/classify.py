@@ -1,6 +1,6 @@
 """The geometry of one lightning layer: smooth, singular, boundary and critical points (Thm 3.4).
 
-Math (MATH.md section 3; t >= 2, and a > 1 or d' > 1):
+Math (docs/math/single-layer.md; t >= 2, and a > 1 or d' > 1):
   singular points of M:  rank A <= 1 and rank V <= 1 (phi = 0 included: A = 0 or V = 0);
   relative boundary:     A = alpha beta^T, V = nu alpha^T (phi = 0 included, beta = 0);
   critical points of (A, V) -> phi (Lemma A.3): A = 0, V = 0, or (alpha beta^T, nu alpha^T).
@@ -13,7 +13,8 @@ phi evaluated with E in place of A (or of V): computed by the one network map, n
 The rank is exact (over F_p, inputs random in F_p) when the entries of A and V are integers,
 and numerical (float64, singular-value gap) otherwise. Theorem-derived values (from the proof
 of Lemma A.3, n = d^2 + d d'): generic n - 1; boundary with A, V != 0: n - d; A = 0 != V: d^2;
-V = 0 != A: d d'; A = V = 0: 0. Checked: d = 3, d' = 2, a = 3 gives 14, 12, 14, 9, 6 (MATH.md).
+V = 0 != A: d d'; A = V = 0: 0. Checked: d = 3, d' = 2, a = 3 gives 14, 12, 14, 9, 6
+(docs/math/single-layer.md).
 """
 
 from __future__ import annotations

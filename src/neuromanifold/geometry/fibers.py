@@ -1,6 +1,6 @@
 """Fibers of the parametrisation: random fiber points, function identity with a witness, canonical forms.
 
-Math (MATH.md sections 3-5):
+Math (docs/math/single-layer.md, deep.md, softmax.md):
   fiber of W = {W' : phi_W' = phi_W}.
   Known group acting on fibers: per-layer rescaling (lightning), GL(a_i) on (Q_i, K_i)
   (Lemma 3.1), inter-layer GL(d_i) (Eq. 9). Generic lightning fibers are exactly these orbits

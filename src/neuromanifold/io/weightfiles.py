@@ -1,7 +1,7 @@
 """Reading network weights from .npz files (never unpickled) and inferring the architecture.
 
 File format: one array per block, named `Q_i, K_i, V_i` (i = 1..l), or `A_i, V_i` in place of
-`Q_i, K_i` (A_i = Q_i^T K_i). Shapes (MATH.md sections 1-2): Q_i, K_i in R^{a_i x d_{i-1}},
+`Q_i, K_i` (A_i = Q_i^T K_i). Shapes (docs/math/notation.md): Q_i, K_i in R^{a_i x d_{i-1}},
 V_i in R^{d_i x d_{i-1}}, A_i in R^{d_{i-1} x d_{i-1}}. A layer given by A_i gets a_i = d_{i-1}
 and the exact factorisation Q_i = I, K_i = A_i (integer entries stay integers).
 """

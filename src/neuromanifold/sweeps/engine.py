@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..core.checks import METHODS, bad_value, check_int, check_seed
-from .grid import Grid, estimated_cost, item_key, load_grid
+from .grid import Grid, estimated_cost, item_architecture, item_key, load_grid
 from .items import compute_item, error_row, timeout_row
 from .store import check_store, done_keys, insert_result, open_store
 from .workers import run_local
@@ -65,7 +65,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         for m in methods:
             check_choice("method", m, METHODS)
         items = [dict(i, method=m) for i in grid.items for m in methods
-                 if not (m in ("exact", "certified") and i["attention"] == "softmax")]
+                 if not (m in ("exact", "certified") and not item_architecture(i).is_polynomial)]
         unique = {item_key(i, seed): i for i in items}
         items = list(unique.values())
     check_store(db)

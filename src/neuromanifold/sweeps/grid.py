@@ -12,6 +12,18 @@ A grid file is TOML. Its top-level lists are multiplied out (the grid is their p
     temperature = [1.0]                             # softmax only; default [1.0]
     description = "free text"                       # optional, ignored
 
+Transformer-block options (docs/blocks.md), all optional; their defaults give the paper's model:
+
+    heads      = [[1, 1], [2, 2]]                   # heads per layer; default one each
+    values     = [[2, 2]]                           # per-head value widths; default unfactored
+    residual   = [false, true]                      # default [false]
+    mlp        = [[0, 0], [3, 3]]                   # MLP width per layer, 0 = none; default none
+    activation = ["square", "relu"]                 # default ["square"]
+    norm       = ["none", "layernorm", "rmsnorm"]   # default ["none"]
+
+Combinations that do not make an architecture (a list without one entry per layer, a residual
+with changing widths, an exact method of a network that is not polynomial) are skipped.
+
 Compact range form, for `widths` and `keys` (alone, or as entries of their lists):
 
     widths = {layers = [2, 3], range = [2, 6]}      # every (d_0..d_l), l in {2, 3}, 2 <= d_i <= 6
@@ -32,11 +44,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..core.architecture import Architecture
+from ..core.architecture import ACTIVATIONS, NORMS, Architecture
 from ..core.checks import ATTENTION_KINDS, METHODS, bad_value
 from ..errors import InputError
 
-GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description")
+BLOCK_KEYS = ("heads", "values", "residual", "mlp", "activation", "norm")
+GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description") + BLOCK_KEYS
 REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
 # Range forms larger than this are refused (a typo such as range = [2, 60] would never finish).
 MAX_GRID_ITEMS = 200_000
@@ -171,18 +184,71 @@ def _product(source: str, table: dict) -> tuple[list[dict], int]:
                       lambda v: v in METHODS, '["auto"] (or "numerical", "exact", "certified")')
     temperature = _scalars(source, "temperature", table.get("temperature", [1.0]), float,
                            lambda v: 0 < v < math.inf, "[1.0]")
+    blocks = _block_options(source, table)
     items, skipped = [], 0
     for w, a, t, att, m in itertools.product(widths, keys, tokens, attention, method):
         if len(a) != len(w) - 1:
-            skipped += len(temperature) if att == "softmax" else 1
+            skipped += (len(temperature) if att == "softmax" else 1) * len(blocks)
             continue
-        if m in ("exact", "certified") and att == "softmax":
-            skipped += len(temperature)
-            continue
-        for temp in (temperature if att == "softmax" else [1.0]):
-            items.append({"widths": w, "keys": a, "tokens": t, "attention": att, "method": m,
-                          "temperature": float(temp)})
+        for block in blocks:
+            for temp in (temperature if att == "softmax" else [1.0]):
+                item = {"widths": w, "keys": a, "tokens": t, "attention": att, "method": m,
+                        "temperature": float(temp), **block}
+                try:
+                    arch = item_architecture(item)
+                except InputError:
+                    skipped += 1
+                    continue
+                if m in ("exact", "certified") and not arch.is_polynomial:
+                    skipped += 1
+                    continue
+                items.append(item)
     return items, skipped
+
+
+def _block_options(source: str, table: dict) -> list[dict]:
+    """The product of the grid's block options, as dicts holding only non-default values."""
+    def tuples(name):
+        if name not in table:
+            return [None]
+        return _int_tuples(source, name, table[name], 1, "[2, 2]") if name != "mlp" else [
+            tuple(v) for v in _scalars(source, name, table[name], list,
+                                       lambda v: all(isinstance(x, int) and not isinstance(x, bool)
+                                                     and x >= 0 for x in v) and v, "[[0, 0], [3, 3]]")]
+    residual = table.get("residual", [False])
+    if not isinstance(residual, list) or not residual or not all(isinstance(v, bool) for v in residual):
+        raise _grid_error(source, "residual", "a non-empty list of booleans", residual,
+                          "Write e.g. residual = [false, true].")
+    activation = _scalars(source, "activation", table.get("activation", ["square"]), str,
+                          lambda v: v in ACTIVATIONS, '["square", "relu"]')
+    norm = _scalars(source, "norm", table.get("norm", ["none"]), str, lambda v: v in NORMS,
+                    '["none", "layernorm"]')
+    out = []
+    for h, v, r, m, act, nm in itertools.product(tuples("heads"), tuples("values"), residual,
+                                                 tuples("mlp"), activation, norm):
+        if h is not None and set(h) == {1}:
+            h = None  # one head per layer is the paper's model
+        if m is not None and set(m) == {0}:
+            m = None
+        if m is None:
+            act = "square"  # the activation matters only with an MLP
+        option = {"heads": h, "values": v, "residual": r, "mlp": m, "activation": act, "norm": nm}
+        out.append({k: x for k, x in option.items() if x not in BLOCK_DEFAULTS[k]})
+    return out
+
+
+# Values that leave an item the paper's model (not written into item dicts or keys).
+BLOCK_DEFAULTS = {"heads": (None,), "values": (None,), "residual": (False,), "mlp": (None,),
+                  "activation": ("square",), "norm": ("none",)}
+
+
+def item_architecture(item: dict) -> Architecture:
+    """The Architecture of a grid item (block options absent mean the paper's model)."""
+    return Architecture(item["widths"], item["keys"], item["tokens"], item["attention"],
+                        item.get("temperature", 1.0), heads=item.get("heads"),
+                        values=item.get("values"), residual=item.get("residual", False),
+                        mlp=item.get("mlp"), activation=item.get("activation", "square"),
+                        norm=item.get("norm", "none"))
 
 
 def load_grid(spec: str | os.PathLike) -> Grid:
@@ -231,11 +297,16 @@ def item_key(item: dict, seed: int) -> str:
              f"method={item['method']}"]
     if item["attention"] == "softmax":
         parts.append(f"temperature={float(item['temperature'])!r}")
+    for name in BLOCK_KEYS:  # only non-default block options: keys of the paper's model unchanged
+        value = item.get(name)
+        if value is not None and value not in BLOCK_DEFAULTS[name]:
+            parts.append(f"{name}=" + (",".join(map(str, value)) if isinstance(value, (tuple, list))
+                                       else str(value).lower()))
     parts.append(f"seed={seed}")
     return ";".join(parts)
 
 
 def estimated_cost(item: dict) -> float:
     """A rough relative cost (for scheduling largest first)."""
-    arch = Architecture(item["widths"], item["keys"], item["tokens"], item["attention"])
+    arch = item_architecture(item)
     return arch.n_params ** 2 * arch.n_layers * (4 if item["attention"] == "softmax" else 1)

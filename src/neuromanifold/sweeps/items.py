@@ -6,7 +6,7 @@ import json
 import time
 import warnings
 
-from ..core.architecture import Architecture
+from .grid import item_architecture
 
 # ---------------------------------------------------------------- one item (runs in a worker)
 
@@ -17,8 +17,7 @@ def compute_item(item: dict) -> dict:
     t0 = time.perf_counter()
     row = _base_row(item)
     try:
-        arch = Architecture(item["widths"], item["keys"], item["tokens"], item["attention"],
-                            item["temperature"])
+        arch = item_architecture(item)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = neuromanifold_dim(arch, method=item["method"], seed=item["seed"])
@@ -36,11 +35,14 @@ def compute_item(item: dict) -> dict:
 
 def _base_row(item: dict) -> dict:
     """Row fields known before computing: the item, its parameter count and closed forms."""
+    from ..core.block_formulas import block_formula  # noqa: PLC0415
     from ..core.formulas import effective_width, expected_dim  # noqa: PLC0415
 
-    arch = Architecture(item["widths"], item["keys"], item["tokens"], item["attention"],
-                        item["temperature"])
-    formula, conj = expected_dim(arch), effective_width(arch)
+    arch = item_architecture(item)
+    if arch.is_block:
+        formula = conj = block_formula(arch)
+    else:
+        formula, conj = expected_dim(arch), effective_width(arch)
     return {"item_key": item["key"], "widths": ",".join(map(str, arch.widths)),
             "keys": ",".join(map(str, arch.keys)), "tokens": arch.tokens,
             "attention": arch.attention, "method": item["method"], "temperature": arch.temperature,
@@ -49,7 +51,15 @@ def _base_row(item: dict) -> dict:
             "hypotheses_hold": int(formula.hypotheses_hold), "conjecture": conj.value,
             "conjecture_hypotheses_hold": int(conj.hypotheses_hold), "status": None,
             "method_used": None, "sv_gap": None, "n_samples": None, "seconds": None,
-            "message": "", "result_json": None, "finished_at": None}
+            "message": "", "result_json": None, "finished_at": None, **block_columns(arch)}
+
+
+def block_columns(arch) -> dict:
+    """The store's transformer-block columns of an architecture (the paper's model included)."""
+    return {"heads": ",".join(map(str, arch.head_counts)),
+            "value_widths": None if arch.values is None else ",".join(map(str, arch.values)),
+            "residual": int(arch.residual), "mlp": ",".join(map(str, arch.mlp_widths)),
+            "activation": arch.activation, "norm": arch.norm}
 
 
 def timeout_row(item: dict, timeout: float) -> dict:

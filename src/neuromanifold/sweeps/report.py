@@ -10,6 +10,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+from ..core.block_formulas import NO_FORMULA
 from ..core.checks import bad_value
 from ..dimension.result import SETTLED_STATUSES
 from ..io.outputs import staged_files
@@ -19,7 +20,8 @@ CSV_COLUMNS = (
     "widths", "keys", "tokens", "attention", "method", "n_params", "dimension", "formula",
     "hypotheses_hold", "status", "seconds", "formula_name", "difference", "conjecture",
     "conjecture_hypotheses_hold", "conjecture_difference", "method_used", "sv_gap", "n_samples",
-    "seed", "temperature", "message", "item_key")
+    "seed", "temperature", "heads", "value_widths", "residual", "mlp", "activation", "norm",
+    "message", "item_key")
 REPORT_FILES = ("results.csv", "measured_vs_formula.png", "difference_heatmap.png")
 
 
@@ -31,8 +33,10 @@ def report_rows(rows: list[dict]) -> list[dict]:
         row = {c: r.get(c) for c in CSV_COLUMNS if c in r}
         row["hypotheses_hold"] = bool(r["hypotheses_hold"])
         row["conjecture_hypotheses_hold"] = bool(r["conjecture_hypotheses_hold"])
-        row["difference"] = None if dim is None else dim - r["formula"]
-        row["conjecture_difference"] = None if dim is None else dim - r["conjecture"]
+        # A block network with no closed form has nothing to compare with (docs/blocks.md).
+        no_formula = r["formula_name"] == NO_FORMULA
+        row["difference"] = None if dim is None or no_formula else dim - r["formula"]
+        row["conjecture_difference"] = None if dim is None or no_formula else dim - r["conjecture"]
         out.append({c: row.get(c) for c in CSV_COLUMNS})
     return out
 
@@ -85,7 +89,8 @@ def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
     fixed = fixed or {}
     groups: dict = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] not in SETTLED_STATUSES or len(str(r["keys"]).split(",")) != layers:
+        if (r["status"] not in SETTLED_STATUSES or r["difference"] is None
+                or len(str(r["keys"]).split(",")) != layers):
             continue
         if any(axis_value(r, k) != v for k, v in fixed.items()):
             continue

@@ -17,12 +17,17 @@ from ..core.checks import bad_value
 from ..dimension.result import STATUSES as RESULT_STATUSES
 
 STORE_APPLICATION_ID = 0x4E4D5357  # "NMSW"
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
+# Version 2 added the transformer-block columns (docs/blocks.md); `value_widths` because
+# `values` is an SQL keyword. Version-1 stores are migrated when opened for writing and read
+# with these defaults.
+BLOCK_COLUMNS = ("heads", "value_widths", "residual", "mlp", "activation", "norm")
 RESULT_COLUMNS = (
     "item_key", "widths", "keys", "tokens", "attention", "method", "temperature", "seed",
     "n_params", "dimension", "formula_name", "formula", "hypotheses_hold", "conjecture",
     "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
-    "message", "result_json", "finished_at")
+    "message", "result_json", "finished_at") + BLOCK_COLUMNS
+MIGRATABLE_VERSIONS = (1,)
 # Row statuses: those of DimensionResult, plus the sweep's own.
 STATUSES = RESULT_STATUSES + ("error", "timeout")
 
@@ -77,7 +82,7 @@ def check_store(path: str | os.PathLike, *, must_exist: bool = False) -> Path:
         raise bad_value("db", "a neuromanifold sweep store or a new path",
                         f"{path} (an SQLite file of another application: {what})",
                         "Pass a new file name such as results.sqlite.")
-    if version != STORE_SCHEMA_VERSION:
+    if version != STORE_SCHEMA_VERSION and version not in MIGRATABLE_VERSIONS:
         raise bad_value("db", f"a sweep store of schema version {STORE_SCHEMA_VERSION}",
                         f"{path} (version {version})", "Pass a new file name such as results.sqlite.")
     return path
@@ -94,6 +99,8 @@ def open_store(path: str | os.PathLike) -> sqlite3.Connection:
         f"{c} TEXT PRIMARY KEY" if c == "item_key" else c for c in RESULT_COLUMNS)
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] in MIGRATABLE_VERSIONS:
+            _migrate_v1(conn)
         conn.execute(f"CREATE TABLE IF NOT EXISTS results ({columns})")
         conn.execute(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
@@ -102,6 +109,25 @@ def open_store(path: str | os.PathLike) -> sqlite3.Connection:
         conn.execute("ROLLBACK")
         raise
     return conn
+
+
+def v1_defaults(row: dict) -> dict:
+    """Block columns of a row written before version 2: the paper's model."""
+    layers = len(str(row["keys"]).split(","))
+    return {"heads": ",".join(["1"] * layers), "value_widths": None, "residual": 0,
+            "mlp": ",".join(["0"] * layers), "activation": "square", "norm": "none"}
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    """Version 1 -> 2 inside the caller's transaction: add and fill the block columns."""
+    present = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    for column in BLOCK_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE results ADD COLUMN {column}")
+    for key, keys in conn.execute("SELECT item_key, keys FROM results").fetchall():
+        values = v1_defaults({"keys": keys})
+        conn.execute("UPDATE results SET " + ", ".join(f"{c} = ?" for c in BLOCK_COLUMNS)
+                     + " WHERE item_key = ?", [values[c] for c in BLOCK_COLUMNS] + [key])
 
 
 def done_keys(conn: sqlite3.Connection) -> set[str]:
@@ -131,6 +157,8 @@ def read_results(path: str | os.PathLike) -> list[dict]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         conn.row_factory = sqlite3.Row
-        return [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY rowid")]
+        rows = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY rowid")]
     finally:
         conn.close()
+    # A version-1 store read without migrating: its rows are the paper's model.
+    return [row if "heads" in row else dict(row, **v1_defaults(row)) for row in rows]

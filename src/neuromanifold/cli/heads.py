@@ -1,0 +1,69 @@
+"""`neuromanifold heads`: dimension against the number of heads of one layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..core.checks import bad_value, check_int
+from ..io.outputs import staged_files
+from .common import EXIT_AMBIGUOUS, check_output_files, err, parse_int_list, print_json
+
+
+def heads(
+    widths: str = typer.Option("3,3", help="Widths d,d' of the one layer."),
+    key: int = typer.Option(3, help="Per-head key width a."),
+    value: Optional[int] = typer.Option(3, help="Per-head value width v (output projection); "
+                                        "0 for one unfactored value matrix per head."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    max_heads: int = typer.Option(4, help="Heads H = 1..max-heads."),
+    seed: int = typer.Option(0, help="Random seed."),
+    out: Path = typer.Option(Path("heads"), help="Folder for the PNG and CSV."),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
+    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+) -> None:
+    """Dimension vs heads: lightning (exact/certified) and softmax (numerical) side by side."""
+    from ..core.architecture import Architecture  # noqa: PLC0415
+
+    pair = parse_int_list("widths", widths, "3,3")
+    if len(pair) != 2:
+        raise bad_value("widths", "two widths d,d' (one layer)", widths, "Pass e.g. --widths 3,3.")
+    check_int("max_heads", max_heads, minimum=1, fix="Pass --max-heads 4.")
+    check_int("value", value, minimum=0, fix="Pass --value 3, or 0 for unfactored values.")
+    v = None if value == 0 else value
+    Architecture(pair, (key,), tokens, heads=(max_heads,), values=None if v is None else (v,))
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
+    png, table = out / "heads.png", out / "heads.csv"
+    check_output_files([png, table], force)
+    out.mkdir(parents=True, exist_ok=True)
+    from ..experiments.heads import heads_experiment  # noqa: PLC0415
+    from ..experiments.plots import plot_heads  # noqa: PLC0415
+
+    rows = heads_experiment(max_heads, widths=pair, key=key, value=v, tokens=tokens, seed=seed,
+                            progress=lambda r: err.print(f"  H = {r['heads']}: lightning "
+                                                         f"{r['lightning']} [{r['lightning_status']}], "
+                                                         f"softmax {r['softmax']} [{r['softmax_status']}]"))
+    title = (f"one layer d={pair[0]}, d'={pair[1]}, a={key}, "
+             f"{'v=' + str(v) if v else 'unfactored V'}, t={tokens}")
+    with staged_files([png, table]) as (png_tmp, table_tmp):
+        plot_heads(rows, png_tmp, title)
+        fields = list(rows[0])
+        table_tmp.write_text(",".join(fields) + "\n" + "".join(
+            ",".join("" if r[k] is None else str(r[k]) for k in fields) + "\n" for r in rows))
+    if as_json:
+        print_json(rows)
+    else:
+        print(f"Dimension vs heads, {title}; seed {seed}")
+        print(f"{'H':>2} {'params':>6} {'lightning':>9} {'status':<12} {'ambient':>7} "
+              f"{'softmax':>7} {'status':<10} formula")
+        for r in rows:
+            formula = "-" if r["formula"] is None else f"{r['formula']} ({r['formula_status']})"
+            print(f"{r['heads']:>2} {r['n_params']:>6} {r['lightning']:>9} {r['lightning_status']:<12} "
+                  f"{r['ambient'] if r['ambient'] is not None else '-':>7} {r['softmax']:>7} "
+                  f"{r['softmax_status']:<10} {formula}")
+        print(f"wrote {png} and {table}")
+    if any(r["softmax_status"] != "settled" for r in rows):
+        raise typer.Exit(EXIT_AMBIGUOUS)

@@ -1,0 +1,166 @@
+"""Transformer blocks: multi-head attention with output projections, residual paths, MLPs, norms.
+
+Math (docs/blocks.md), Z in R^{d_{i-1} x t} with tokens as columns, layer i = 1..l:
+  attention  att_i(Z) = sum_h V_{i,h} N(Z) S(N(Z)^T Q_{i,h}^T K_{i,h} N(Z)),
+             V_{i,h} = O_{i,h} W_{i,h} when per-head value widths are given, else one matrix;
+  residual   Z -> Z + att_i(Z) (and Y -> Y + mlp_i(Y)), else Z -> att_i(Z);
+  MLP        mlp_i(Y) = U_i s(P_i N(Y)), s in {x^2, relu, gelu, tanh} entrywise;
+  norm       N(Z) = g * (Z - mean) / sqrt(var + eps) (layernorm) or g * Z / sqrt(mean Z^2 + eps)
+             (rmsnorm) per token, learnable gain g, no bias; N = identity for norm 'none'.
+
+Parameters are named blocks (the npz keys of block weight files), in this order per layer i:
+  g_i (d_{i-1} x 1, attention norm gain; only with a norm),
+  for each head h: Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value
+  widths, W_i_h (v_i x d_{i-1}) and O_i_h (d_i x v_i),
+  with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm gain; only with a norm), P_i (m_i x d_i),
+  U_i (d_i x m_i).
+Each block is flattened row-major. The forward pass is written out with einsum and matmul,
+never with fused kernels, so forward- and reverse-mode autodiff both apply.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .architecture import Architecture
+from .checks import bad_value, check_architecture, check_seed
+from .seeds import seeded_generator
+
+NORM_EPS = 1e-5
+
+
+def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
+    """(name, shape, offset) of every parameter block of a block network, in order."""
+    layout, offset = [], 0
+
+    def add(name: str, shape: tuple[int, int]) -> None:
+        nonlocal offset
+        layout.append((name, shape, offset))
+        offset += shape[0] * shape[1]
+
+    for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
+        if arch.norm != "none":
+            add(f"g_{i}", (d_in, 1))
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            add(f"Q_{i}_{h}", (a, d_in))
+            add(f"K_{i}_{h}", (a, d_in))
+            if arch.values is None:
+                add(f"V_{i}_{h}", (d_out, d_in))
+            else:
+                add(f"W_{i}_{h}", (arch.values[i - 1], d_in))
+                add(f"O_{i}_{h}", (d_out, arch.values[i - 1]))
+        m = arch.mlp_widths[i - 1]
+        if m > 0:
+            if arch.norm != "none":
+                add(f"n_{i}", (d_out, 1))
+            add(f"P_{i}", (m, d_out))
+            add(f"U_{i}", (d_out, m))
+    return layout
+
+
+def unflatten_blocks(arch: Architecture, vector: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Named blocks from a flat parameter vector (differentiable; works under torch.func)."""
+    if vector.shape[-1] != arch.n_params:
+        raise bad_value("vector", f"of length n_params = {arch.n_params} for {arch}",
+                        f"length {vector.shape[-1]}", "Flatten weights of the same architecture.")
+    return {name: vector[offset: offset + shape[0] * shape[1]].reshape(shape)
+            for name, shape, offset in block_layout(arch)}
+
+
+def flatten_blocks(arch: Architecture, blocks: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The flat parameter vector of named blocks, in `block_layout` order."""
+    return torch.cat([blocks[name].reshape(-1) for name, _, _ in block_layout(arch)])
+
+
+def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) -> float:
+    """Standard deviation of a random block: O(1) inputs give O(1) outputs (as `weight_scales`)."""
+    kind = name.split("_")[0]
+    d_in = arch.widths[layer - 1]
+    lightning = arch.tokens if arch.attention == "lightning" else 1
+    heads = arch.head_counts[layer - 1]
+    if kind in ("Q", "K"):
+        return 1.0 / math.sqrt(d_in * math.sqrt(arch.keys[layer - 1]))
+    if kind == "V":
+        return 1.0 / math.sqrt(d_in * lightning * heads)
+    if kind == "W":
+        return 1.0 / math.sqrt(d_in)
+    if kind == "O":
+        return 1.0 / math.sqrt(shape[1] * lightning * heads)
+    if kind in ("P", "U"):
+        return 1.0 / math.sqrt(shape[1])
+    return 0.25  # gains: 1 + 0.25 N(0, 1)
+
+
+def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = torch.float64,
+                         device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """Seeded Gaussian named blocks (generic with probability one), drawn in layout order."""
+    check_architecture(arch)
+    gen = seeded_generator(check_seed(seed), "weights")
+    out = {}
+    for name, shape, _ in block_layout(arch):
+        layer = int(name.split("_")[1])
+        sample = torch.randn(shape, generator=gen, dtype=torch.float64) * _scale(name, shape, arch, layer)
+        if name[0] in "gn":
+            sample = sample + 1.0
+        out[name] = sample.to(dtype=dtype, device=device)
+    return out
+
+
+def _normalise(Z: torch.Tensor, gain: torch.Tensor, kind: str) -> torch.Tensor:
+    """layernorm or rmsnorm over the feature axis (dim -2) of each token, times the gain."""
+    if kind == "layernorm":
+        centred = Z - Z.mean(dim=-2, keepdim=True)
+        return gain * centred / torch.sqrt((centred * centred).mean(dim=-2, keepdim=True) + NORM_EPS)
+    return gain * Z / torch.sqrt((Z * Z).mean(dim=-2, keepdim=True) + NORM_EPS)
+
+
+def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
+    """s(x) entrywise: x^2, relu, gelu (exact erf form) or tanh."""
+    if kind == "square":
+        return x * x
+    if kind == "relu":
+        return torch.relu(x)
+    if kind == "gelu":
+        return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    return torch.tanh(x)
+
+
+def head_value(blocks: dict[str, torch.Tensor], layer: int, head: int) -> torch.Tensor:
+    """V_{i,h}: the unfactored value matrix, or O_{i,h} W_{i,h}."""
+    if f"V_{layer}_{head}" in blocks:
+        return blocks[f"V_{layer}_{head}"]
+    return blocks[f"O_{layer}_{head}"] @ blocks[f"W_{layer}_{head}"]
+
+
+def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+    """phi_W(X) of a block network; X is (N, d_0, t) or (d_0, t) (see the module docstring)."""
+    Z = X
+    for i in range(1, arch.n_layers + 1):
+        Zn = _normalise(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
+        out = 0
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            q = torch.einsum("ad,...dt->...at", blocks[f"Q_{i}_{h}"], Zn)
+            k = torch.einsum("ad,...dt->...at", blocks[f"K_{i}_{h}"], Zn)
+            scores = torch.einsum("...aj,...ai->...ji", q, k)      # scores_ji = z_j^T Q^T K z_i
+            if arch.attention == "softmax":
+                scores = torch.softmax(scores / arch.temperature, dim=-2)
+            if f"V_{i}_{h}" in blocks:
+                values = torch.einsum("ed,...dt->...et", blocks[f"V_{i}_{h}"], Zn)
+            else:
+                inner = torch.einsum("vd,...dt->...vt", blocks[f"W_{i}_{h}"], Zn)
+                values = torch.einsum("ev,...vt->...et", blocks[f"O_{i}_{h}"], inner)
+            out = out + torch.einsum("...ej,...ji->...ei", values, scores)
+        Z = Z + out if arch.residual else out
+        if arch.mlp_widths[i - 1] > 0:
+            Yn = _normalise(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
+            hidden = activate(torch.einsum("md,...dt->...mt", blocks[f"P_{i}"], Yn), arch.activation)
+            out = torch.einsum("dm,...mt->...dt", blocks[f"U_{i}"], hidden)
+            Z = Z + out if arch.residual else out
+    return Z
+
+
+def block_forward_flat(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """`block_forward` from a flat parameter vector (for Jacobians)."""
+    return block_forward(arch, unflatten_blocks(arch, params), X)

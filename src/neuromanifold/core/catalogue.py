@@ -1,0 +1,278 @@
+"""The catalogue of known symmetry families of block networks, as tangent vectors at a point.
+
+Every family gives directions along which the network function does not change (so they lie in
+the kernel of the Jacobian), in a fixed order (docs/blocks.md); families overlap, so results
+report each family's *incremental* rank (what it adds to the families before it):
+
+  1. per-head GL(a) on (Q, K):   Q -> G Q, K -> G^{-T} K                      (every attention)
+  2. per-head GL(v) on (W, O):   W -> G W, O -> O G^{-1}                      (value widths given)
+  3. per-head rescaling:         Q -> c Q, value -> value / c                 (lightning)
+  4. head mixing:                V_h -> V_h + e V_g, A_g -> A_g - e A_h       (lightning, a_i >= d_{i-1},
+                                                                               v_i >= min(d_{i-1}, d_i))
+  5. between-layer GL(d):        producer -> G producer, consumers -> . G^{-1} (no residual, no norm)
+  6. MLP neuron rescaling:       row j of P times c, column j of U times c^-2 (square; c^-1 relu)
+  7. unseen directions:          a producer's output along the readers' kernel, or a reader's
+                                 columns along what no producer reaches     (no residual, no norm)
+  8. norm gain rescaling:        g_k -> c g_k, column k of every consumer / c  (with a norm)
+
+The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
+code serves the numerical split and the exact upper bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .architecture import Architecture
+from .blocks import block_layout
+
+FAMILIES = (
+    "per-head GL(a) on (Q, K)",
+    "per-head GL(v) on (W, O)",
+    "per-head rescaling",
+    "head mixing",
+    "between-layer GL",
+    "MLP neuron rescaling",
+    "unseen directions",
+    "norm gain rescaling",
+)
+
+
+@dataclass(frozen=True)
+class TangentOps:
+    """Arithmetic for tangents: float torch, or residues mod p."""
+
+    mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    neg: Callable[[torch.Tensor], torch.Tensor]
+    inv: Callable[[torch.Tensor], torch.Tensor]
+    times: Callable[[int, torch.Tensor], torch.Tensor]
+    # A basis of the right kernel {n : M n = 0} as columns, or None when M is not of full rank
+    # min(rows, cols) at this point (then the family is not used: its count would not be generic).
+    kernel: Callable[[torch.Tensor], torch.Tensor | None]
+
+
+def _float_kernel(M: torch.Tensor) -> torch.Tensor | None:
+    from ..dimension.rank import numerical_rank  # noqa: PLC0415
+
+    _, sv, vh = torch.linalg.svd(M, full_matrices=True)
+    nr = numerical_rank(sv, *M.shape)
+    if nr.rank != min(M.shape) or nr.is_ambiguous():
+        return None
+    return vh[nr.rank:].T
+
+
+FLOAT_OPS = TangentOps(mm=lambda A, B: A @ B, neg=lambda x: -x, inv=torch.linalg.inv,
+                       times=lambda c, x: c * x, kernel=_float_kernel)
+
+
+def _value_names(blocks: dict, i: int, h: int) -> tuple[str, str]:
+    """(input-side value block, output-side value block): (V, V) or (W, O)."""
+    if f"V_{i}_{h}" in blocks:
+        return f"V_{i}_{h}", f"V_{i}_{h}"
+    return f"W_{i}_{h}", f"O_{i}_{h}"
+
+
+def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
+    """Blocks reading the input of attention layer i through their columns."""
+    names = []
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        names += [f"Q_{i}_{h}", f"K_{i}_{h}", _value_names(blocks, i, h)[0]]
+    return names
+
+
+def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
+                    ) -> list[tuple[str, list[dict[str, torch.Tensor]]]]:
+    """[(family, [tangent as {block name: direction}, ...]), ...] in `FAMILIES` order."""
+    lightning = arch.attention == "lightning"
+    zero = {name: torch.zeros_like(t) for name, t in blocks.items()}
+    out: dict[str, list[dict]] = {name: [] for name in FAMILIES}
+
+    def put(family: str, parts: dict[str, torch.Tensor]) -> None:
+        out[family].append(parts)
+
+    for i in range(1, arch.n_layers + 1):
+        H = arch.head_counts[i - 1]
+        for h in range(1, H + 1):
+            Q, K = blocks[f"Q_{i}_{h}"], blocks[f"K_{i}_{h}"]
+            a = Q.shape[0]
+            for r in range(a):
+                for s in range(a):
+                    dQ, dK = zero[f"Q_{i}_{h}"].clone(), zero[f"K_{i}_{h}"].clone()
+                    dQ[r] = Q[s]
+                    dK[s] = ops.neg(K[r])
+                    put(FAMILIES[0], {f"Q_{i}_{h}": dQ, f"K_{i}_{h}": dK})
+            w_name, o_name = _value_names(blocks, i, h)
+            if w_name != o_name:
+                W, O = blocks[w_name], blocks[o_name]
+                for r in range(W.shape[0]):
+                    for s in range(W.shape[0]):
+                        dW, dO = zero[w_name].clone(), zero[o_name].clone()
+                        dW[r] = W[s]
+                        dO[:, s] = ops.neg(O[:, r])
+                        put(FAMILIES[1], {w_name: dW, o_name: dO})
+            if lightning:
+                put(FAMILIES[2], {f"Q_{i}_{h}": Q.clone(), w_name: ops.neg(blocks[w_name])})
+        if lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1]:
+            _head_mixing(arch, blocks, i, ops, lambda parts: put(FAMILIES[3], parts))
+        if not arch.residual and arch.norm == "none":
+            _between_layers(arch, blocks, i, ops, lambda parts: put(FAMILIES[4], parts))
+            _unseen(arch, blocks, i, ops, lambda parts: put(FAMILIES[6], parts))
+        m = arch.mlp_widths[i - 1]
+        if m > 0 and arch.activation in ("square", "relu"):
+            c = -2 if arch.activation == "square" else -1
+            P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
+            for j in range(m):
+                dP, dU = zero[f"P_{i}"].clone(), zero[f"U_{i}"].clone()
+                dP[j] = P[j]
+                dU[:, j] = ops.times(c, U[:, j])
+                put(FAMILIES[5], {f"P_{i}": dP, f"U_{i}": dU})
+        if arch.norm != "none":
+            gains = [(f"g_{i}", _consumers(arch, blocks, i))]
+            if m > 0:
+                gains.append((f"n_{i}", [f"P_{i}"]))
+            for gain, readers in gains:
+                for k in range(blocks[gain].shape[0]):
+                    parts = {gain: zero[gain].clone()}
+                    parts[gain][k] = blocks[gain][k]
+                    for name in readers:
+                        parts[name] = zero[name].clone()
+                        parts[name][:, k] = ops.neg(blocks[name][:, k])
+                    put(FAMILIES[7], parts)
+    return [(name, out[name]) for name in FAMILIES]
+
+
+def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """V_h += e V_g, A_g -= e A_h (g != h), lifted to the factors through one-sided inverses.
+
+    dA_g = dQ_g^T K_g is solved by dQ_g^T = dA_g K_g^+ with K_g^+ = (K_g^T K_g)^{-1} K_g^T (a left
+    inverse of K_g; needs a_i >= d_{i-1}). With value widths, dV_h = O_h dW_h... is solved with a
+    left inverse of W_h (v >= d_{i-1}) or a right inverse of O_h (v >= d_i); with v below both,
+    V_h + e V_g leaves the rank-v set and this family is left out.
+    """
+    H = arch.head_counts[i - 1]
+
+    def T(x):
+        return x.T.contiguous()
+
+    def left_inverse(M):     # (M^T M)^{-1} M^T for M of full column rank
+        return ops.mm(ops.inv(ops.mm(T(M), M)), T(M))
+
+    def right_inverse(M):    # M^T (M M^T)^{-1} for M of full row rank
+        return ops.mm(T(M), ops.inv(ops.mm(M, T(M))))
+
+    factored = f"W_{i}_1" in blocks
+    if factored and arch.values[i - 1] < min(arch.widths[i - 1], arch.widths[i]):
+        return
+    K_plus = {g: left_inverse(blocks[f"K_{i}_{g}"]) for g in range(1, H + 1)}
+    for g in range(1, H + 1):
+        for h in range(1, H + 1):
+            if g == h:
+                continue
+            A_h = ops.mm(T(blocks[f"Q_{i}_{h}"]), blocks[f"K_{i}_{h}"])
+            parts = {f"Q_{i}_{g}": ops.neg(T(ops.mm(A_h, K_plus[g])))}
+            if not factored:
+                parts[f"V_{i}_{h}"] = blocks[f"V_{i}_{g}"].clone()
+            else:
+                W_h, O_h = blocks[f"W_{i}_{h}"], blocks[f"O_{i}_{h}"]
+                V_g = ops.mm(blocks[f"O_{i}_{g}"], blocks[f"W_{i}_{g}"])
+                if W_h.shape[0] >= W_h.shape[1]:      # v >= d_{i-1}: dO_h = V_g W_h^+
+                    parts[f"O_{i}_{h}"] = ops.mm(V_g, left_inverse(W_h))
+                else:                                 # v >= d_i: dW_h = O_h^+ V_g
+                    parts[f"W_{i}_{h}"] = ops.mm(right_inverse(O_h), V_g)
+            put(parts)
+
+
+def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
+    """(producers, readers) at each boundary after attention i: producers write the stream
+    through their rows, readers read it through their columns."""
+    H = arch.head_counts[i - 1]
+    producers = [_value_names(blocks, i, h)[1] for h in range(1, H + 1)]
+    stages = []
+    if arch.mlp_widths[i - 1] > 0:
+        stages.append((producers, [f"P_{i}"]))
+        producers = [f"U_{i}"]
+    if i < arch.n_layers:
+        stages.append((producers, _consumers(arch, blocks, i + 1)))
+    return stages
+
+
+def _between_layers(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """GL(d_i) after attention i (before the MLP or the next layer) and after MLP i."""
+    for makers, readers in _stages(arch, blocks, i):
+        d = blocks[makers[0]].shape[0]
+        for r in range(d):
+            for s in range(d):
+                parts = {}
+                for name in makers:        # d(G X) = E X: row r of E X is row s of X
+                    parts[name] = torch.zeros_like(blocks[name])
+                    parts[name][r] = blocks[name][s]
+                for name in readers:       # d(X G^{-1}) = -X E: column s is -column r of X
+                    parts[name] = torch.zeros_like(blocks[name])
+                    parts[name][:, s] = ops.neg(blocks[name][:, r])
+                put(parts)
+
+
+def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """Directions of the stream that producers write but no reader sees, and the converse.
+
+    Readers stacked R (their rows), producers side by side M (their columns): a producer row
+    change n x^T with R n = 0 is invisible; a reader column change x n^T with n^T M = 0 reads
+    nothing. Used only when R (resp. M) has full rank at this point (generic count).
+    """
+    for makers, readers in _stages(arch, blocks, i):
+        stacked = torch.cat([blocks[name] for name in readers])
+        side = torch.cat([blocks[name] for name in makers], dim=1)
+        for names, matrix, as_rows in ((makers, stacked, True), (readers, side.T.contiguous(), False)):
+            if matrix.shape[0] >= matrix.shape[1]:
+                continue
+            basis = ops.kernel(matrix)
+            if basis is None:
+                continue
+            for name in names:
+                shape = blocks[name].shape
+                for k in range(basis.shape[1]):
+                    for j in range(shape[1] if as_rows else shape[0]):
+                        d = torch.zeros_like(blocks[name])
+                        if as_rows:
+                            d[:, j] = basis[:, k]
+                        else:
+                            d[j, :] = basis[:, k]
+                        put({name: d})
+
+
+def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
+                 ) -> tuple[torch.Tensor, list[tuple[str, int]]]:
+    """All catalogue tangents as rows of length n_params, and (family, row count) in order."""
+    layout = block_layout(arch)
+    sample = next(iter(blocks.values()))
+    rows, counts = [], []
+    for family, tangents in family_tangents(arch, blocks, ops):
+        for parts in tangents:
+            row = torch.zeros(arch.n_params, dtype=sample.dtype)
+            for name, shape, offset in layout:
+                if name in parts:
+                    row[offset: offset + shape[0] * shape[1]] = parts[name].reshape(-1)
+            rows.append(row)
+        counts.append((family, len(tangents)))
+    if not rows:
+        return torch.zeros((0, arch.n_params), dtype=sample.dtype), counts
+    return torch.stack(rows), counts
+
+
+def ambient_bound(arch: Architecture) -> int | None:
+    """Dimension of a finite-dimensional space the map lies in, where we know one, else None.
+
+    One lightning attention layer without MLP or norm (residual allowed: it adds a fixed map):
+    column i of the output is sum_j T(z_j, z_j, z_i) for a tensor T in R^{d'} (x) Sym^2(R^d)
+    (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
+    cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3).
+    """
+    if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
+        return None
+    d, d_out = arch.widths
+    if arch.tokens == 1:
+        return d_out * d * (d + 1) * (d + 2) // 6
+    return d_out * d * d * (d + 1) // 2

@@ -1,0 +1,334 @@
+"""Fibers of block networks: do two weight sets define the same function, and which moves relate them?
+
+`same_block_function` compares the outputs of two block networks at random inputs (float64,
+relative tolerance) and, when they agree, searches a witness: a list of named moves that maps
+the first weights onto the second (docs/blocks.md, "Fibers"):
+
+  head permutation        head h of the result is head perm[h] of the input
+  head mixing             V_h -> sum_g M[g, h] V_g, A_h -> sum_g M^{-1}[h, g] A_g (lightning),
+                          refactored keeping K_h (and W_h, or O_h) fixed
+  per-head rescaling      Q_h -> c Q_h, value input (V_h or W_h) -> value / c (lightning)
+  per-head GL(a)          Q_h -> G Q_h, K_h -> G^{-T} K_h
+  per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
+  MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
+  MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu)
+
+The search runs layer by layer in float64; the moves' numbers are then rounded to nearby
+fractions and, when both weight sets have rational entries and the rounded witness maps the
+first onto the second entry by entry in exact rational arithmetic, the witness is reported as
+applied back exactly (a proof that the two networks define the same function). Between-layer
+GL(d) of networks without a residual is not searched.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from ..core.architecture import Architecture
+from ..core.blocks import block_forward, block_layout
+from ..core.checks import bad_value, check_architecture, check_int, check_positive_float
+from ..core.seeds import seeded_generator
+from .fibers import FiberResult
+
+_DENOMINATOR = 10 ** 6
+
+
+# ------------------------------------------------------------------ exact-or-float linear algebra
+
+def _inv(M: np.ndarray) -> np.ndarray:
+    """Inverse of a square float or Fraction matrix (Gauss-Jordan; exact for Fractions)."""
+    if M.dtype != object:
+        return np.linalg.inv(M)
+    n = M.shape[0]
+    aug = np.concatenate([M.copy(), np.array([[Fraction(int(i == j)) for j in range(n)]
+                                              for i in range(n)], dtype=object)], axis=1)
+    for c in range(n):
+        pivot = next((r for r in range(c, n) if aug[r, c] != 0), None)
+        if pivot is None:
+            raise ZeroDivisionError("singular matrix")
+        aug[[c, pivot]] = aug[[pivot, c]]
+        aug[c] = aug[c] / aug[c, c]
+        for r in range(n):
+            if r != c and aug[r, c] != 0:
+                aug[r] = aug[r] - aug[r, c] * aug[c]
+    return aug[:, n:]
+
+
+def _left_inverse(M: np.ndarray) -> np.ndarray:
+    """(M^T M)^{-1} M^T for M of full column rank."""
+    return _inv(M.T.dot(M)).dot(M.T)
+
+
+def _right_inverse(M: np.ndarray) -> np.ndarray:
+    """M^T (M M^T)^{-1} for M of full row rank."""
+    return M.T.dot(_inv(M.dot(M.T)))
+
+
+def _value(blocks: dict, i: int, h: int) -> np.ndarray:
+    if f"V_{i}_{h}" in blocks:
+        return blocks[f"V_{i}_{h}"]
+    return blocks[f"O_{i}_{h}"].dot(blocks[f"W_{i}_{h}"])
+
+
+def _parse(x):
+    """A witness number: 'p/q' strings are exact Fractions, floats stay floats."""
+    if isinstance(x, np.ndarray):
+        return x if x.dtype == object else x.astype(float)
+    if isinstance(x, list):
+        return np.array([_parse(v) for v in x], dtype=object if _is_exact(x) else float)
+    return Fraction(x) if isinstance(x, (str, Fraction)) else float(x)
+
+
+def _is_exact(x) -> bool:
+    return all(_is_exact(v) for v in x) if isinstance(x, list) else isinstance(x, str)
+
+
+def _as_numbers(x, exact: bool):
+    """Witness numbers for JSON: exact fractions as 'p/q' strings, else floats."""
+    if isinstance(x, np.ndarray) and x.ndim > 0:
+        return [_as_numbers(v, exact) for v in x]
+    if exact:
+        return str(Fraction(float(x)).limit_denominator(_DENOMINATOR))
+    return float(x)
+
+
+# ------------------------------------------------------------------ applying moves
+
+def apply_block_witness(arch: Architecture, blocks: dict[str, np.ndarray], witness: list
+                        ) -> dict[str, np.ndarray]:
+    """Apply the moves of `witness` to named blocks (numpy float, or object arrays of Fractions
+    for exact arithmetic), in order; returns new blocks."""
+    out = {k: v.copy() for k, v in blocks.items()}
+    for move in witness:
+        i, kind = move["layer"], move["move"]
+        H = arch.head_counts[i - 1]
+        if kind == "head permutation":
+            perm = move["perm"]
+            old = {k: v for k, v in out.items()}
+            for h in range(1, H + 1):
+                for name in ("Q", "K", "V", "W", "O"):
+                    if f"{name}_{i}_{h}" in old:
+                        out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{perm[h - 1]}"].copy()
+        elif kind == "head mixing":
+            M = _parse(move["M"])
+            Minv = _inv(M)
+            A = [out[f"Q_{i}_{g}"].T.dot(out[f"K_{i}_{g}"]) for g in range(1, H + 1)]
+            V = [_value(out, i, g) for g in range(1, H + 1)]
+            for h in range(1, H + 1):
+                new_A = sum(Minv[h - 1, g] * A[g] for g in range(H))
+                new_V = sum(M[g, h - 1] * V[g] for g in range(H))
+                out[f"Q_{i}_{h}"] = new_A.dot(_left_inverse(out[f"K_{i}_{h}"])).T
+                if f"V_{i}_{h}" in out:
+                    out[f"V_{i}_{h}"] = new_V
+                elif out[f"W_{i}_{h}"].shape[0] >= out[f"W_{i}_{h}"].shape[1]:
+                    out[f"O_{i}_{h}"] = new_V.dot(_left_inverse(out[f"W_{i}_{h}"]))
+                else:
+                    out[f"W_{i}_{h}"] = _right_inverse(out[f"O_{i}_{h}"]).dot(new_V)
+        elif kind == "per-head rescaling":
+            h, c = move["head"], _parse(move["c"])
+            value_in = f"V_{i}_{h}" if f"V_{i}_{h}" in out else f"W_{i}_{h}"
+            out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
+            out[value_in] = out[value_in] / c
+        elif kind == "per-head GL(a)":
+            h, G = move["head"], _parse(move["G"])
+            out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
+            out[f"K_{i}_{h}"] = _inv(G).T.dot(out[f"K_{i}_{h}"])
+        elif kind == "per-head GL(v)":
+            h, G = move["head"], _parse(move["G"])
+            out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
+            out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(_inv(G))
+        elif kind == "MLP neuron permutation":
+            perm = [j - 1 for j in move["perm"]]
+            out[f"P_{i}"] = out[f"P_{i}"][perm]
+            out[f"U_{i}"] = out[f"U_{i}"][:, perm]
+        elif kind == "MLP neuron rescaling":
+            c = _parse(move["c"])
+            power = 2 if arch.activation == "square" else 1
+            out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
+            out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
+        else:
+            raise bad_value("witness", "moves named as in docs/blocks.md", kind,
+                            "Use a witness returned by same_block_function.")
+    return out
+
+
+# ------------------------------------------------------------------ finding a witness
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    scale = max(np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0), 1e-300)
+    return float(np.abs(a - b).max(initial=0.0) / scale)
+
+
+def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -> list | None:
+    """Moves mapping layer i of W1 onto W2 (float search), or None."""
+    H = arch.head_counts[i - 1]
+    lightning = arch.attention == "lightning"
+    moves: list[dict] = []
+
+    def invariant(B, h):
+        A = B[f"Q_{i}_{h}"].T @ B[f"K_{i}_{h}"]
+        return np.kron(_value(B, i, h), A) if lightning else np.concatenate(
+            [A.ravel(), _value(B, i, h).ravel()])
+
+    T1 = [invariant(W1, h) for h in range(1, H + 1)]
+    T2 = [invariant(W2, h) for h in range(1, H + 1)]
+    perm = []
+    for h in range(H):
+        match = [g for g in range(H) if g not in perm and _rel(T1[g], T2[h]) < tol]
+        if not match:
+            perm = None
+            break
+        perm.append(match[0])
+    if perm is not None:
+        if perm != list(range(H)):
+            moves.append({"layer": i, "move": "head permutation", "perm": [g + 1 for g in perm]})
+    elif lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1]:
+        V1 = np.stack([_value(W1, i, h).ravel() for h in range(1, H + 1)], axis=1)
+        V2 = np.stack([_value(W2, i, h).ravel() for h in range(1, H + 1)], axis=1)
+        M = np.linalg.lstsq(V1, V2, rcond=None)[0]
+        if _rel(V1 @ M, V2) > tol or abs(np.linalg.det(M)) < 1e-12:
+            return None
+        moves.append({"layer": i, "move": "head mixing", "M": M})
+    else:
+        return None
+    current = apply_block_witness(arch, W1, moves)
+    for h in range(1, H + 1):
+        Q1, K1, Q2, K2 = (current[f"Q_{i}_{h}"], current[f"K_{i}_{h}"], W2[f"Q_{i}_{h}"],
+                          W2[f"K_{i}_{h}"])
+        A1, A2 = Q1.T @ K1, Q2.T @ K2
+        c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
+        if lightning and abs(c - 1.0) > tol:
+            step = {"layer": i, "head": h, "move": "per-head rescaling", "c": c}
+            moves.append(step)
+            current = apply_block_witness(arch, current, [step])
+            Q1 = current[f"Q_{i}_{h}"]
+        G = Q2 @ np.linalg.pinv(Q1)
+        if _rel(G, np.eye(G.shape[0])) > tol:
+            step = {"layer": i, "head": h, "move": "per-head GL(a)", "G": G}
+            moves.append(step)
+            current = apply_block_witness(arch, current, [step])
+        if f"W_{i}_{h}" in current:
+            G = W2[f"W_{i}_{h}"] @ np.linalg.pinv(current[f"W_{i}_{h}"])
+            if _rel(G, np.eye(G.shape[0])) > tol:
+                step = {"layer": i, "head": h, "move": "per-head GL(v)", "G": G}
+                moves.append(step)
+                current = apply_block_witness(arch, current, [step])
+    if arch.mlp_widths[i - 1] > 0 and arch.activation in ("square", "relu"):
+        P1, P2 = current[f"P_{i}"], W2[f"P_{i}"]
+        unit1 = P1 / np.linalg.norm(P1, axis=1, keepdims=True)
+        unit2 = P2 / np.linalg.norm(P2, axis=1, keepdims=True)
+        neuron_perm, scales = [], []
+        for j in range(P2.shape[0]):
+            signs = (1.0, -1.0) if arch.activation == "square" else (1.0,)
+            found = [(k, s) for k in range(P1.shape[0]) for s in signs
+                     if k not in neuron_perm and _rel(s * unit1[k], unit2[j]) < tol]
+            if not found:
+                return None
+            k, s = found[0]
+            neuron_perm.append(k)
+            scales.append(s * np.linalg.norm(P2[j]) / np.linalg.norm(P1[k]))
+        if neuron_perm != list(range(P2.shape[0])):
+            step = {"layer": i, "move": "MLP neuron permutation", "perm": [k + 1 for k in neuron_perm]}
+            moves.append(step)
+            current = apply_block_witness(arch, current, [step])
+        if any(abs(s - 1.0) > tol for s in scales):
+            moves.append({"layer": i, "move": "MLP neuron rescaling", "c": np.array(scales)})
+    return moves
+
+
+def find_block_witness(arch: Architecture, W1: dict[str, np.ndarray], W2: dict[str, np.ndarray], *,
+                       tolerance: float = 1e-7) -> tuple[list | None, float | None]:
+    """(witness, blockwise relative residual of applying it in float64), or (None, None)."""
+    W1 = {k: np.asarray(v, dtype=float) for k, v in W1.items()}
+    W2 = {k: np.asarray(v, dtype=float) for k, v in W2.items()}
+    moves = []
+    for i in range(1, arch.n_layers + 1):
+        layer = _layer_witness(arch, i, W1, W2, tolerance)
+        if layer is None:
+            return None, None
+        moves += layer
+    floats = [{k: (_as_numbers(np.asarray(v, dtype=float), False) if k in ("c", "G", "M") else v)
+               for k, v in m.items()} for m in moves]
+    mapped = apply_block_witness(arch, W1, floats)
+    residual = max((_rel(mapped[k], W2[k]) for k in W2), default=0.0)
+    if residual > 100 * tolerance:
+        return None, None
+    return floats, residual
+
+
+def _exact_blocks(blocks: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """Blocks as Fraction object arrays (floats are read as the exact binary fractions they are)."""
+    return {k: np.array([[x if isinstance(x, Fraction) else Fraction(float(x)) for x in row]
+                         for row in np.asarray(v)], dtype=object) for k, v in blocks.items()}
+
+
+def exact_witness(arch: Architecture, W1: dict, W2: dict, witness: list) -> list | None:
+    """The witness with numbers rounded to fractions, if it maps W1 onto W2 exactly; else None."""
+    exact = [{k: (_as_numbers(np.asarray(v, dtype=float), True) if k in ("c", "G", "M") else v)
+              for k, v in m.items()} for m in witness]
+    E1, E2 = _exact_blocks(W1), _exact_blocks(W2)
+    try:
+        mapped = apply_block_witness(arch, E1, exact)
+    except ZeroDivisionError:
+        return None
+    if all(np.array_equal(mapped[k], E2[k]) for k in E2):
+        return exact
+    return None
+
+
+def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
+                        other: dict[str, np.ndarray], *, n_points: int = 8,
+                        tolerance: float = 1e-8, seed: int = 0) -> FiberResult:
+    """Decide (float64) whether two block networks define the same function; if so, find a
+    witness of named moves and apply it back exactly in rational arithmetic (float entries are
+    exact binary fractions; object arrays of `fractions.Fraction` are taken as they are)."""
+    check_architecture(arch)
+    for name, blocks in (("weights", weights), ("other", other)):
+        check_block_weights(arch, blocks, name)
+    n_points = check_int("n_points", n_points, minimum=1, fix="Pass e.g. 8.")
+    tolerance = check_positive_float("tolerance", tolerance)
+    gen = seeded_generator(seed, "identity-test")
+    X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
+    out1 = block_forward(arch, {k: torch.from_numpy(np.asarray(v, float)) for k, v in weights.items()}, X)
+    out2 = block_forward(arch, {k: torch.from_numpy(np.asarray(v, float)) for k, v in other.items()}, X)
+    diff = _rel(out1.numpy(), out2.numpy())
+    same = diff <= tolerance
+    result = FiberResult(same, "numerical", tolerance, None, diff, n_points)
+    notes = [f"float64 outputs compared with relative tolerance {tolerance:g}"]
+    if same:
+        witness, residual = find_block_witness(arch, weights, other, tolerance=max(tolerance, 1e-7))
+        if witness is None:
+            result.kind = "unexplained"
+            notes.append("same function but no witness found among head permutation, head mixing, "
+                         "per-head rescaling and GL, MLP neuron moves (between-layer GL(d) is not "
+                         "searched)")
+        else:
+            result.kind, result.witness, result.witness_residual = "generic", witness, residual
+            exact = exact_witness(arch, weights, other, witness)
+            if exact is not None:
+                result.witness = exact
+                notes.append("witness applied back exactly in rational arithmetic: it maps the "
+                             "first weights onto the second entry by entry (a proof)")
+    result.notes = notes
+    return result
+
+
+def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:
+    """Raise the template error unless `blocks` holds every block of `arch` with its shape."""
+    if not isinstance(blocks, dict):
+        raise bad_value(name, "a dict of named blocks (Q_1_1, K_1_1, ...)", type(blocks).__name__,
+                        "Read them with read_block_weights(path).")
+    for block, shape, _ in block_layout(arch):
+        if block not in blocks:
+            raise bad_value(name, f"a block {block} of shape {shape}", sorted(blocks),
+                            f"Add {block} (docs/blocks.md names every block).")
+        if tuple(np.shape(blocks[block])) != shape:
+            raise bad_value(f"{name}:{block}", f"of shape {shape}", tuple(np.shape(blocks[block])),
+                            f"Give {block} the shape {shape}.")
+    extra = sorted(set(blocks) - {b for b, _, _ in block_layout(arch)})
+    if extra:
+        raise bad_value(name, f"only the blocks of {arch}", extra, f"Remove {extra[0]}.")
+    return blocks
