@@ -160,7 +160,7 @@ def test_too_few_samples_give_lower_bound():
 def test_dispatch_and_softmax_rejected():
     """neuromanifold_dim routes auto to certified for lightning and rejects exact for softmax."""
     assert neuromanifold_dim(Architecture((3, 3), (2,), 3)).method == "certified"
-    with pytest.raises(ValueError, match=r"`method` must be 'numerical' or 'auto' for softmax"):
+    with pytest.raises(ValueError, match=r"`method` must be 'numerical', 'certified' or 'auto' for softmax"):
         neuromanifold_dim(Architecture((3, 3), (2,), 3, "softmax"), method="exact")
 
 
@@ -183,7 +183,7 @@ def test_cli_json_and_small_prime(capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--prime", "100"], "`prime` must be a prime >= 3; got 100."),
-    (["--attention", "softmax", "--method", "exact"], "`method` must be 'numerical' or 'auto'"),
+    (["--attention", "softmax", "--method", "exact"], "`method` must be 'numerical', 'certified' or 'auto'"),
     (["--method", "numerical", "--prime", "7"], "`prime` must be given only with the exact or certified method")])
 def test_cli_bad_input_exit_2(capsys, args, message):
     """Bad --prime or softmax with --method exact: one line on stderr, exit code 2."""

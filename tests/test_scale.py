@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from neuromanifold import Architecture, numerical_dim
+from neuromanifold import Architecture, neuromanifold_dim, numerical_dim
+from neuromanifold.errors import ResourceError
 from neuromanifold.core.parameters import flatten, random_weights, random_inputs
 from neuromanifold.core.symmetries import symmetry_tangents
 from neuromanifold.dimension import gauge
@@ -140,6 +141,9 @@ def test_memory_restates_the_block_sizes_of_the_computing_modules():
     assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
     assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
     assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
+    from neuromanifold.dimension import ball
+
+    assert memory.BALL_DEFAULT_PRECISION == ball.DEFAULT_PRECISION
     for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
         n_tangents, upper = memory._upper_guess(arch)
         first = numerical.initial_samples(arch, upper)
@@ -159,3 +163,30 @@ def test_refusal_imports_no_torch():
             "print(rc, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("method", ["auto", "certified"])
+def test_softmax_auto_and_certified_are_checked_too(method):
+    """The softmax routes (auto runs numerical first, certified adds the ball block) are refused
+    before any work like the numerical one; the certified estimate is the larger."""
+    from neuromanifold.dimension.memory import certified_softmax_estimate, numerical_estimate
+
+    arch = Architecture((128, 128, 128), (16, 16), 16, "softmax")
+    with pytest.raises(ResourceError, match="max_memory"):
+        neuromanifold_dim(arch, method=method, max_memory="1G")
+    assert certified_softmax_estimate(arch).peak > numerical_estimate(arch).peak
+
+
+def test_auto_keeps_its_numerical_answer_when_the_escalation_would_not_fit(monkeypatch):
+    """A thin gap that cannot be escalated within the budget keeps the numerical result, with a
+    note saying why it was not escalated (never a silent certified claim, never a lost answer)."""
+    import neuromanifold.dimension.api as api
+
+    monkeypatch.setattr(api, "ESCALATE_GAP_DECADES", 1e9)  # every gap counts as thin
+    from neuromanifold.dimension import memory
+
+    monkeypatch.setattr(memory, "certified_softmax_estimate",
+                        lambda *a, **k: memory.MemoryEstimate("huge", 10 ** 15, {}, "smaller"))
+    r = neuromanifold_dim(Architecture((3, 4, 2), (2, 1), 3, "softmax"), method="auto")
+    assert r.method == "numerical"
+    assert any("not escalated" in n for n in r.notes)

@@ -33,12 +33,13 @@ def test_too_few_samples_rejected():
         numerical_dim(arch, samples=2)
 
 
-def test_exact_methods_rejected_for_softmax():
-    """Softmax networks are not polynomial: exact and certified are refused."""
+def test_exact_method_rejected_for_softmax_certified_valid():
+    """Softmax networks are not polynomial: exact (a rank over F_p) is refused; certified (ball
+    arithmetic, docs/certified_softmax.md) is valid."""
     arch = Architecture((3, 3), (2,), 3, "softmax")
-    for method in ("exact", "certified"):
-        with pytest.raises(ValueError, match="Softmax networks are not polynomial"):
-            neuromanifold_dim(arch, method=method)
+    with pytest.raises(ValueError, match="Softmax networks are not polynomial"):
+        neuromanifold_dim(arch, method="exact")
+    assert neuromanifold_dim(arch, method="certified").status == "certified"
 
 
 def test_unknown_method_and_device():

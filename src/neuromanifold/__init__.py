@@ -27,6 +27,7 @@ _EXPORTS = {
     "FormulaValue": "core.formulas",
     "neuromanifold_dim": "dimension.api",
     "DimensionResult": "dimension.result",
+    "rank_at_point": "dimension.point",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -83,6 +84,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                                   random_weights)
     from .core.symmetries import symmetry_tangents
     from .dimension.api import neuromanifold_dim
+    from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer

@@ -5,8 +5,10 @@ Methods:
              (`dimension.rank`); `ambiguous` when the gap is small or N did not saturate.
   exact      rank over F_p at a random point: a proven lower bound (lightning only).
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
-             `certified` when they meet (lightning only).
-  auto       certified for lightning, numerical for softmax.
+             `certified` when they meet. Softmax: the lower bound is a ball-arithmetic
+             determinant at a rational point instead (`dimension.ball`).
+  auto       certified for lightning; for softmax numerical first, escalated to certified when
+             the gap is below ESCALATE_GAP_DECADES or the rank is ambiguous.
 """
 
 from __future__ import annotations
@@ -14,9 +16,14 @@ from __future__ import annotations
 from typing import Literal
 
 from ..core.architecture import Architecture
-from ..core.checks import METHODS, bad_value, check_architecture, check_choice
+from ..errors import ResourceError
+from ..core.checks import METHODS, bad_value, check_architecture, check_choice, check_int
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
+
+# A softmax numerical rank whose singular-value gap is below this many decades (or ambiguous)
+# is escalated to the certified path by method `auto` (docs/certified_softmax.md).
+ESCALATE_GAP_DECADES = 6.0
 
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
@@ -26,7 +33,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
                       progress: Progress | None = None,
-                      max_memory: str | float | int | None = None) -> DimensionResult:
+                      max_memory: str | float | int | None = None, precision: int | None = None
+                      ) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     Args:
@@ -41,6 +49,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         max_memory: budget for the estimated peak (bytes, '16G', or a fraction of the available
             memory; default 80% of it): `ResourceError` before any large allocation when the
             estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
+        precision: bits of the ball arithmetic of the certified softmax path (default 128).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -49,11 +58,24 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
-    if method in ("exact", "certified") and not arch.is_polynomial:
-        raise bad_value("method", "'numerical' or 'auto' for softmax networks and other non-polynomial "
-                        "ones (relu/gelu/tanh MLPs, norms)", method,
+    if method == "exact" and not arch.is_polynomial:
+        raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks "
+                        "('numerical' or 'auto' for other non-polynomial ones: relu/gelu/tanh "
+                        "MLPs, norms)", method,
                         "Softmax networks are not polynomial (nor are relu/gelu/tanh MLPs or "
-                        "norms), so there is no exact rank over F_p; use --method numerical.")
+                        "norms), so there is no exact rank over F_p; use --method certified "
+                        "(softmax) or numerical.")
+    if method == "certified" and not arch.is_polynomial and arch.is_block:
+        raise bad_value("method", "'numerical' or 'auto' for non-polynomial block networks "
+                        "(softmax blocks, relu/gelu/tanh MLPs, norms)", method,
+                        "Certified ranks of these blocks are not implemented (plain softmax "
+                        "networks are); use --method numerical.")
+    if not arch.is_polynomial and not arch.is_block and method in ("certified", "auto"):
+        return _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress,
+                            precision, max_memory)
+    if precision is not None:
+        raise bad_value("precision", "given only for softmax networks (certified or auto)",
+                        precision, "Drop --precision: the other ranks are exact over F_p or float64.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
     if method == "numerical":
@@ -99,3 +121,55 @@ def _cuda_available() -> bool:
     import torch  # noqa: PLC0415
 
     return torch.cuda.is_available()
+
+
+def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, precision,
+                 max_memory):
+    """Softmax: `certified` proves; `auto` runs numerical and escalates on a thin gap."""
+    from .memory import BALL_DEFAULT_PRECISION as DEFAULT_PRECISION  # noqa: PLC0415
+    from .fp import DEFAULT_PRIME  # noqa: PLC0415
+
+    if precision is not None:
+        precision = check_int("precision", precision, minimum=16,
+                              fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
+    options = {"seed": seed, "progress": progress, "prime": prime or DEFAULT_PRIME,
+               "precision": DEFAULT_PRECISION if precision is None else precision}
+    from .memory import certified_softmax_estimate, check_memory, numerical_estimate  # noqa: PLC0415
+
+    on_gpu = (lambda: device == "cuda" or (device == "auto" and _cuda_available()))
+    ball_estimate = certified_softmax_estimate(arch, samples, options["precision"])
+    # Both routes build the float Jacobian first; the certified one adds the ball block.
+    check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
+                 max_memory, skip=on_gpu)
+    from .ball import certified_softmax_dim  # noqa: PLC0415  (torch and flint only past the check)
+    if method == "certified":
+        if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda":
+            raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
+                            "Ball arithmetic runs on the CPU; drop --device.")
+        return certified_softmax_dim(arch, samples=samples, **options)
+    import warnings  # noqa: PLC0415
+
+    from .numerical import numerical_dim  # noqa: PLC0415
+    from .result import AmbiguousRankWarning  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmbiguousRankWarning)
+        first = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                              progress=progress)
+    if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
+        first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
+                           "decades, not escalated")
+        return first
+    why = (f"gap {first.gap:.1f} < {ESCALATE_GAP_DECADES} decades" if first.status == "settled"
+           else f"numerical rank {first.dimension} {first.status}")
+    try:
+        check_memory(ball_estimate, max_memory)
+    except ResourceError as exc:  # keep the numerical answer, labelled as it is, and say why
+        first.notes.append(f"auto: {why}, but not escalated: {exc}")
+        return first
+    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path")
+    result = certified_softmax_dim(arch, **options)
+    result.notes.insert(0, f"auto: numerical first gave {first.dimension} ({why}); escalated to "
+                        f"the certified path at {options['precision']} bits")
+    result.seconds = {"numerical": first.seconds.get("total", 0.0), **result.seconds}
+    return result

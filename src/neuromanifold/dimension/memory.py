@@ -223,3 +223,19 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     advice = (f"Use a smaller network (exact rank of a {rows} x {cols} matrix over F_p here) or "
               f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
+
+
+BALL_DEFAULT_PRECISION = 128  # ball.DEFAULT_PRECISION, restated so that no torch is imported
+
+
+def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
+                               precision: int = BALL_DEFAULT_PRECISION) -> MemoryEstimate:
+    """Peak of the certified softmax path: the float Jacobian that selects the block (as the
+    numerical path), plus the r x r ball block and the copy its determinant works on. An arb
+    entry holds a 48-byte header and the midpoint's limbs at `precision` bits."""
+    base = numerical_estimate(arch, samples)
+    _, upper = _upper_guess(arch)
+    ball = 2 * upper * upper * (48 + 2 * math.ceil(precision / 64) * 8)
+    parts = dict(base.parts, **{"ball block": ball})
+    return MemoryEstimate(base.what.replace("numerical rank", "certified rank"), base.peak + ball,
+                          parts, base.advice.replace(", or --device cuda", ""))

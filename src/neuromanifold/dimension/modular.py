@@ -162,7 +162,10 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         if rank_mod_p(P.numpy(), p) != m:
             skipped.append(f"layer {j}: rank P_{j - 1} mod p below its generic rank {m}")
             continue
-        symmetric = arch.tokens == 1 or any(k == 1 for k in arch.keys[:j - 1])
+        # Lightning only: a rank-one layer output sees only the symmetric part (NOTE above);
+        # softmax outputs are not rank one (t = 1 softmax is handled in `ball.py`).
+        symmetric = arch.is_polynomial and (arch.tokens == 1
+                                            or any(k == 1 for k in arch.keys[:j - 1]))
         r = min(a, m)
         bound = r * (2 * m - r)
         if symmetric:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_int
+from ..core.checks import bad_value, check_choice, check_int
 from ..dimension.numerical import DimensionResult, numerical_dim
 
 # The paper's Figure 3 setting: l = 2, t = 3, a_i = 2, d_i = delta, N = 250.
@@ -41,24 +41,37 @@ def figure3_architecture(delta: int, attention: str) -> Architecture:
 
 def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed: int = 0,
             samples: int = FIGURE3_SAMPLES, device: str = "cpu",
-            progress: Callable[[int, DimensionResult], None] | None = None) -> list[dict]:
+            progress: Callable[[int, DimensionResult], None] | None = None,
+            method: str = "numerical", precision: int | None = None) -> list[dict]:
     """The paper's Figure 3: numerical dimension vs the closed form, for l = 2, t = 3, a_i = 2.
 
     Math: expected = delta^2 + 8 delta - 8 (Eq. 16, softmax) or 2 less (Eq. 14, lightning).
     Each point starts at N = `samples` input sequences (the paper's 250) and grows N if the rank
     has not saturated. Rows carry `status` so that an ambiguous point is never read as settled.
+    `method` 'certified' proves every point instead (softmax: docs/certified_softmax.md), each
+    row then carrying its lower and upper bound and the ball precision.
     """
     samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
+    method = check_choice("method", method, ("numerical", "certified"))
     rows = []
     for delta in deltas or list(range(3, 11)):
         arch = figure3_architecture(delta, attention)
         t0 = time.perf_counter()
-        result = numerical_dim(arch, seed=seed, device=device, min_samples=samples)
+        if method == "certified":
+            from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
+
+            result = neuromanifold_dim(arch, method="certified", seed=seed, precision=precision)
+        else:
+            result = numerical_dim(arch, seed=seed, device=device, min_samples=samples)
         row = {"delta": delta, "n_params": result.n_params, "estimated": result.dimension,
                "expected": result.formula.value, "formula": result.formula.name,
                "hypotheses_hold": result.formula.hypotheses_hold, "gap": result.gap,
                "status": result.status, "method": result.method, "n_samples": result.n_samples,
                "seconds": time.perf_counter() - t0}
+        if method == "certified":
+            row.update(lower_bound=result.lower_bound, upper_bound=result.upper_bound,
+                       precision=next((n.split()[2] for n in result.notes
+                                       if n.startswith("ball precision")), None))
         rows.append(row)
         if progress:
             progress(delta, result)

@@ -22,7 +22,8 @@ def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
     settled = [r for r in rows if r["status"] in SETTLED_STATUSES]
     unsettled = [r for r in rows if r["status"] not in SETTLED_STATUSES]
     ax.plot([r["delta"] for r in settled], [r["estimated"] for r in settled], "o",
-            color="tab:orange", ms=6, label=f"estimated ({rows[0]['method']}, float64)")
+            color="tab:orange", ms=6, label=f"estimated ({rows[0]['method']}"
+            + (", float64)" if rows[0]["method"] == "numerical" else ", proved)"))
     if unsettled:
         ax.plot([r["delta"] for r in unsettled], [r["estimated"] for r in unsettled], "x",
                 color="tab:red", ms=8, label="ambiguous rank")

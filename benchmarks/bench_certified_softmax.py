@@ -1,0 +1,66 @@
+"""Certified softmax dimensions: Figure 3 with every point proved, the 96-parameter deep case,
+3,5,3 (hidden directions), and the largest Figure 3 widths certified within a time budget.
+
+Run: .venv/bin/python benchmarks/bench_certified_softmax.py [--deltas 3-10] [--largest 20,24,28]
+     [--budget 600] [--precision 128]
+Prints seconds per point (total wall time including the upper bound, the float selection, the
+ball Jacobian block and its determinant) and the ball precision that settled it. Timings depend
+on the machine and its load: report them with the machine.
+"""
+
+import argparse
+import time
+
+import torch
+
+from neuromanifold import Architecture
+from neuromanifold.dimension.ball import certified_softmax_dim
+from neuromanifold.experiments.figure3 import parse_int_set
+
+
+def run(arch: Architecture, precision: int) -> tuple:
+    t0 = time.perf_counter()
+    r = certified_softmax_dim(arch, precision=precision)
+    bits = next(n.split()[2] for n in r.notes if n.startswith("ball precision"))
+    return r, time.perf_counter() - t0, bits
+
+
+def line(label: str, r, seconds: float, bits: str) -> None:
+    print(f"{label:<28} {r.n_params:>6} {r.dimension:>6} {r.formula.value:>8} {r.status:>11} "
+          f"{bits:>5} {seconds:>8.2f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--deltas", default="3-10")
+    parser.add_argument("--largest", default="", help="further deltas, largest-first stop at budget")
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds per point for --largest")
+    parser.add_argument("--precision", type=int, default=128)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"{'case':<28} {'params':>6} {'dim':>6} {'expected':>8} {'status':>11} {'bits':>5} {'seconds':>8}")
+    total = 0.0
+    for delta in parse_int_set("deltas", args.deltas):
+        r, s, bits = run(Architecture((delta,) * 3, (2, 2), 3, "softmax"), args.precision)
+        total += s
+        line(f"figure3 delta={delta}", r, s, bits)
+    print(f"figure3 deltas {args.deltas}: {total:.1f} s in total")
+    for widths, keys in (((4, 4, 4, 4), (2, 2, 2)), ((3, 5, 3), (2, 2))):
+        r, s, bits = run(Architecture(widths, keys, 3, "softmax"), args.precision)
+        line(f"widths {','.join(map(str, widths))} keys {','.join(map(str, keys))}", r, s, bits)
+    largest = None
+    for delta in (parse_int_set("largest", args.largest) if args.largest else []):
+        r, s, bits = run(Architecture((delta,) * 3, (2, 2), 3, "softmax"), args.precision)
+        line(f"figure3 delta={delta}", r, s, bits)
+        if s > args.budget:
+            print(f"delta={delta} took {s:.0f} s > budget {args.budget:.0f} s: stopping")
+            break
+        if r.status == "certified":
+            largest = (delta, r.n_params, r.dimension, s)
+    if largest:
+        print(f"largest certified within {args.budget:.0f} s: delta={largest[0]}, "
+              f"{largest[1]} parameters, dimension {largest[2]}, {largest[3]:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

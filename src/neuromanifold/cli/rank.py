@@ -1,0 +1,39 @@
+"""`neuromanifold rank`: The Jacobian rank at given weights, and the generic dimension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import EXIT_AMBIGUOUS, err, print_json
+
+
+def rank(
+    weights: Path = typer.Option(..., help=".npz of Q_i, K_i, V_i (or A_i, V_i), as `fiber` reads."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning or softmax."),
+    method: str = typer.Option("auto", help="auto (float64, escalated to a proof on a thin gap or "
+                               "a rank below the upper bound), numerical or certified."),
+    samples: Optional[int] = typer.Option(None, help="Input samples N (default: 3 n_params rows)."),
+    seed: int = typer.Option(0, help="Random seed for the inputs."),
+    precision: Optional[int] = typer.Option(None, help="Starting bits of the ball arithmetic "
+                                            "(default 128, doubled up to 1024)."),
+    generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Jacobian rank at the given weights (their local functional dimension), with the generic dimension."""
+    from ..dimension.point import rank_at_point  # noqa: PLC0415
+    from ..io.weightfiles import read_weights  # noqa: PLC0415
+
+    data = read_weights(weights, tokens=tokens, attention=attention.lower(), name="weights")
+    progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
+    result = rank_at_point(data.arch, data.layer_weights, method=method.lower(), samples=samples,
+                           seed=seed, precision=precision, generic=generic, progress=progress)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print(result.summary())
+    if not result.is_settled:
+        raise typer.Exit(EXIT_AMBIGUOUS)

@@ -1,0 +1,188 @@
+"""The Jacobian rank at given weights (the local functional dimension there), with a proof when
+possible, and the generic dimension beside it.
+
+At a point W the rank of dPhi(W) may be below the generic rank (the dimension). Bounds:
+  lower  rank J_N(W) for N random rational inputs, proved by a non-zero ball determinant of an
+         r x r block (`ball.prove_rank_at`); J_N(W) = E_N dPhi(W), so rank J_N(W) <= rank dPhi(W).
+  upper  n_params - rank_p(kernel directions at W): the symmetry tangents at W lie in ker dPhi(W)
+         at every W, W's float64 entries are dyadic rationals reduced mod p exactly
+         (`ball.to_residues`), and rank_p <= rank over Q.
+The float64 rank (gap rule) is always computed; `auto` escalates to the proof when the gap is
+thin, the rank is ambiguous or it falls short of the upper bound (a float rank below the truth
+can come with a clear gap near degenerate weights), and never reports an unproved float rank
+below the upper bound as settled without saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from ..core.architecture import Architecture
+from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_seed
+from ..core.parameters import LayerWeights, flatten
+from ..core.seeds import seeded_generator
+from .ball import DEFAULT_PRECISION, ROW_FACTOR, _dyadic, prove_rank_at, upper_bound_at
+from .fp import DEFAULT_PRIME
+from .jacobians import jacobian
+from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .result import Progress
+
+POINT_METHODS = ("auto", "numerical", "certified")
+
+
+@dataclass
+class PointRank:
+    """The Jacobian rank at one point, how it was obtained, and the generic dimension."""
+
+    architecture: dict
+    n_params: int
+    rank: int
+    method: str            # numerical or certified
+    status: str            # settled, ambiguous, certified or lower-bound
+    lower_bound: int | None
+    upper_bound: int
+    float_rank: int
+    gap: float
+    precision: int | None
+    n_samples: int
+    seed: int
+    generic_dimension: int | None = None
+    generic_status: str | None = None
+    generic_method: str | None = None
+    rank_rule: dict | None = None
+    seconds: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @property
+    def is_settled(self) -> bool:
+        return self.status in ("settled", "certified")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["is_settled"] = self.is_settled
+        if out["gap"] is not None and not math.isfinite(out["gap"]):
+            out["gap"] = None
+        return out
+
+    def summary(self) -> str:
+        if self.method == "certified":
+            how = self.method if self.status == "certified" else f"{self.method}, {self.status}"
+            how += f": {self.lower_bound} <= rank <= {self.upper_bound}, {self.precision} bits"
+        else:
+            how = f"numerical, {self.status}: gap {self.gap:.1f} decades"
+        arch = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                        for k, v in self.architecture.items())
+        lines = [("architecture", arch),
+                 ("seed", str(self.seed)), ("parameters", str(self.n_params)),
+                 ("rank at the point", f"{self.rank}  [{how}, N = {self.n_samples}]"),
+                 ("float64 rank", f"{self.float_rank} (gap {self.gap:.1f} decades)")]
+        if self.generic_dimension is not None:
+            lines.append(("generic dimension", f"{self.generic_dimension}  [{self.generic_method}, "
+                          f"{self.generic_status}]"))
+        lines += [("notes", n) for n in self.notes]
+        lines.append(("seconds", ", ".join(f"{k} {v:.2f}" for k, v in self.seconds.items())))
+        width = max(len(k) for k, _ in lines)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
+
+
+def rank_at_point(arch: Architecture, weights: LayerWeights, *, method: str = "auto",
+                  samples: int | None = None, seed: int = 0, precision: int | None = None,
+                  min_gap: float = MIN_GAP_DECADES, generic: bool = True,
+                  progress: Progress | None = None) -> PointRank:
+    """Rank of the Jacobian of W -> phi_W at `weights` (see the module docstring).
+
+    Example:
+        >>> from neuromanifold import Architecture, random_weights
+        >>> arch = Architecture((3, 3, 3), (2, 2), 3, "softmax")
+        >>> r = rank_at_point(arch, random_weights(arch, 1), method="certified", generic=False)
+        >>> (r.rank, r.status)
+        (25, 'certified')
+    """
+    from .api import ESCALATE_GAP_DECADES  # noqa: PLC0415
+
+    check_architecture(arch)
+    if arch.is_block:
+        raise bad_value("arch", "the paper's single-head model (no heads/values/residual/mlp/norm)",
+                        str(arch), "Ranks at a point of block networks are not implemented yet; "
+                        "use neuromanifold_dim for their generic dimension.")
+    method = check_choice("method", method, POINT_METHODS)
+    seed = check_seed(seed)
+    bits = DEFAULT_PRECISION if precision is None else check_int(
+        "precision", precision, minimum=16, fix=f"Pass --precision {DEFAULT_PRECISION} or more.")
+    if samples is not None:
+        samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
+    if len(weights.V) != arch.n_layers or flatten(weights).numel() != arch.n_params:
+        raise bad_value("weights", f"weights of {arch}", f"{flatten(weights).numel()} parameters",
+                        "Pass weights of the same architecture.")
+    say = progress or (lambda _m: None)
+    t_start = time.perf_counter()
+    weights = weights.map(lambda t: t.detach().to(torch.float64).cpu())
+    upper, notes = upper_bound_at(arch, weights, DEFAULT_PRIME)
+    t_upper = time.perf_counter() - t_start
+    n = samples or max(1, math.ceil(ROW_FACTOR * arch.n_params / (arch.widths[-1] * arch.tokens)) + 1)
+    gen = seeded_generator(seed, "point-inputs")
+    X = _dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
+    t0 = time.perf_counter()
+    J = jacobian(arch, flatten(weights), X)
+    sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
+    nr = numerical_rank(sv, *J.shape)
+    t_float = time.perf_counter() - t0
+    say(f"float64 rank {nr.rank} (gap {nr.gap:.1f} decades); upper bound at the point {upper}")
+    seconds = {"upper bound": t_upper, "float jacobian": t_float}
+    float_ok = (not nr.is_ambiguous(min_gap)) and nr.rank <= upper
+    escalate = method == "certified" or (method == "auto" and not (
+        float_ok and nr.gap >= ESCALATE_GAP_DECADES and nr.rank == upper))
+    result = dict(architecture=arch.to_dict(), n_params=arch.n_params, float_rank=nr.rank,
+                  gap=nr.gap, n_samples=n, seed=seed, upper_bound=upper, rank_rule=rank_rule(min_gap))
+    if not escalate:
+        # Near degenerate weights float64 can return too low a rank with a clear gap, so a float
+        # rank below the proven upper bound is never settled on its own.
+        status = "settled" if float_ok and nr.rank == upper else "ambiguous"
+        if nr.rank < upper:
+            notes.append(f"float64 rank {nr.rank} is below the proven upper bound {upper} at this "
+                         "point: not settled without a proof (use --method certified or auto)")
+        out = PointRank(rank=nr.rank, method="numerical", status=status, lower_bound=None,
+                        precision=None, notes=notes, **result)
+    else:
+        if method == "auto":
+            notes.append(f"auto: float64 rank {nr.rank} (gap {nr.gap:.1f} decades, upper bound "
+                         f"{upper}) escalated to ball arithmetic from {bits} bits")
+        ball = prove_rank_at(arch, weights, X, upper, precision=bits, J=J, progress=say)
+        if not ball.proved and 0 < nr.rank < upper:
+            say(f"rank {upper} not proved; trying the float64 rank {nr.rank}")
+            first = ball
+            ball = prove_rank_at(arch, weights, X, nr.rank, precision=bits, J=J, progress=say)
+            ball.notes = first.notes + ball.notes
+            ball.seconds = {k: v + first.seconds[k] for k, v in ball.seconds.items()}
+        seconds.update(ball.seconds)
+        certified = ball.proved == upper
+        notes += ball.notes
+        if certified:
+            notes.append(f"certified: a {upper} x {upper} block of J at this point has determinant "
+                         f"{ball.determinant} ({ball.precision}-bit ball arithmetic) and "
+                         f"n_params - rank_p(kernel directions) = {upper}")
+            if nr.rank != upper:
+                notes.append(f"float64 alone gave {nr.rank} here: wrong, as proved")
+        else:
+            notes.append(f"bounds do not meet at this point: {ball.proved} <= rank <= {upper}")
+        out = PointRank(rank=ball.proved, method="certified",
+                        status="certified" if certified else "lower-bound",
+                        lower_bound=ball.proved, precision=ball.precision, notes=notes, **result)
+    if generic:
+        from .api import neuromanifold_dim  # noqa: PLC0415
+
+        t1 = time.perf_counter()
+        gen_result = neuromanifold_dim(arch, method="auto", seed=seed)
+        out.generic_dimension = gen_result.dimension
+        out.generic_status = gen_result.status
+        out.generic_method = gen_result.method
+        out.seconds["generic dimension"] = time.perf_counter() - t1
+        if gen_result.is_settled and out.is_settled and out.rank < gen_result.dimension:
+            out.notes.append(f"this point is degenerate: rank {out.rank} < generic dimension "
+                             f"{gen_result.dimension}")
+    out.seconds = {**seconds, **out.seconds, "total": time.perf_counter() - t_start}
+    return out
