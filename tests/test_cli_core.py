@@ -20,7 +20,7 @@ def run(capsys, *args):
 def test_dim_json_keys(capsys):
     """`dim --json` prints one JSON object with the documented keys."""
     code, out, _ = run(capsys, "dim", "--widths", "5,3,3,5", "--keys", "2,2,2", "--tokens", "3",
-                       "--attention", "softmax", "--seed", "3", "--json")
+                       "--attention", "softmax", "--method", "numerical", "--seed", "3", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["n_params"] == 35 + 21 + 27
