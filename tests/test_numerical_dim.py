@@ -137,3 +137,12 @@ def test_dependent_tangents_split_without_leak():
     r = numerical_dim(Architecture((6, 2, 6, 2), (4, 3, 2), 3, "softmax"), seed=0)
     assert r.upper_bound == r.n_params - 68
     assert (r.dimension, r.status) == (52, "settled")
+
+
+def test_time_cap_stops_with_status_stopped():
+    """A cap reached before the rank saturates gives status stopped (a warning), never settled."""
+    arch = Architecture((3, 3, 3), (1, 2), 3)   # dim 18 < the float symmetry bound: needs 2 rounds
+    with pytest.warns(AmbiguousRankWarning, match="stopped"):
+        r = numerical_dim(arch, seed=2, max_seconds=1e-9)
+    assert r.status == "stopped" and not r.is_settled
+    assert any("time cap" in n for n in r.notes) and len(r.rank_history) == 1

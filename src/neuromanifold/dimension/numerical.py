@@ -13,13 +13,15 @@ import warnings
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_seed, check_choice, check_int
+from ..core.checks import (bad_value, check_architecture, check_seed, check_choice, check_int,
+                           check_positive_float)
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit, jacobian
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
@@ -63,12 +65,14 @@ def min_samples_required(arch: Architecture) -> int:
 def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
                   device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
                   min_samples: int | None = None, max_samples: int | None = None,
+                  max_seconds: float | None = None,
                   progress: Progress | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (MATH.md section 6).
-    N is grown (x1.5) until the rank stops changing or meets the symmetry upper bound, unless
-    `samples` fixes it. Rank rule: largest gap in the singular values; a gap below `min_gap`
+    N is grown (x1.5, `growth.grow_samples`) until a batch adds no rank or the rank meets the
+    symmetry upper bound, with a clear gap, unless `samples` fixes it; at `max_samples` or
+    `max_seconds` it stops with status `stopped`. Rank rule: largest gap in the singular values; a gap below `min_gap`
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
     `AmbiguousRankWarning`. Numerical: not a proof.
     """
@@ -81,6 +85,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             raise bad_value(
                 "samples", f"at least {floor} for {arch} (N t d_l >= n_params = {arch.n_params})",
                 samples, f"Pass --samples {floor} or more, or leave it out to choose N automatically.")
+    if max_seconds is not None:
+        max_seconds = check_positive_float("max_seconds", max_seconds)
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
@@ -102,15 +108,12 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     gen = seeded_generator(seed, "inputs")
     block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
 
-    kept: list[torch.Tensor] = []  # row blocks not yet folded into R
-    R = None
-    n_done, t_jac, t_rank, leak = 0, 0.0, 0.0, 0.0
-    history: list[tuple[int, int]] = []
-    previous = None
-    saturated_by = None
-    while True:
-        while n_done < target:
-            n_new = min(block, target - n_done)
+    state = {"R": None, "kept": [], "jacobian": 0.0, "rank": 0.0, "leak": 0.0}
+
+    def add(n_done: int, n_target: int) -> None:
+        state["n"] = n_target
+        while n_done < n_target:
+            n_new = min(block, n_target - n_done)
             X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64).to(dev)
             t0 = time.perf_counter()
@@ -118,35 +121,36 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             # Row scaling keeps the rank and equilibrates a degree-3^l polynomial's dynamic range.
             J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
             reduced, block_leak = split.reduce(J)
-            leak = max(leak, block_leak)
-            kept.append(reduced)
-            t_jac += time.perf_counter() - t0
+            state["leak"] = max(state["leak"], block_leak)
+            state["kept"].append(reduced)
+            state["jacobian"] += time.perf_counter() - t0
             n_done += n_new
-            say(f"N = {n_done}/{target} samples: Jacobian rows computed")
+            say(f"N = {n_done}/{n_target} samples: Jacobian rows computed")
+
+    def measure():
         t1 = time.perf_counter()
-        stacked = torch.cat(([R] if R is not None else []) + kept)
-        kept = []
+        stacked = torch.cat(([state["R"]] if state["R"] is not None else []) + state["kept"])
+        state["kept"] = []
         if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
             say(f"folding {stacked.shape[0]} rows into a triangular factor")
             stacked = torch.linalg.qr(stacked, mode="r").R
-        R = stacked
+        state["R"] = R = stacked
         # Column scaling keeps the rank too; R's column norms are J's.
         sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
-        t_rank += time.perf_counter() - t1
-        nr = numerical_rank(sv, n_done * rows_per_sample, n_cols)
-        history.append([n_done, nr.rank])
-        say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
-        clear = not nr.is_ambiguous(min_gap)
-        saturated_by = None
-        if nr.rank >= upper:
-            saturated_by = "symmetry bound"
-        elif previous is not None and previous.rank == nr.rank:
-            saturated_by = "stable rank"
-        # More samples both saturate the rank and widen the gap, so grow N until both hold.
-        if (saturated_by and clear) or samples is not None or n_done >= max_samples:
-            break
-        previous = nr
-        target = min(max_samples, math.ceil(n_done * 1.5))
+        state["rank"] += time.perf_counter() - t1
+        nr = numerical_rank(sv, state["n"] * rows_per_sample, n_cols)
+        say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        return nr
+
+    # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
+    grown = grow_samples(
+        target, add, measure, rank_of=lambda nr: nr.rank, upper=upper,
+        fixed=samples is not None, next_target=lambda n_done, _rank: math.ceil(n_done * 1.5),
+        clear=lambda nr: not nr.is_ambiguous(min_gap), max_samples=max_samples,
+        max_seconds=max_seconds, say=say)
+    nr, n_done, history = grown.measurement, grown.n_done, grown.history
+    t_jac, t_rank, leak = state["jacobian"], state["rank"], state["leak"]
+    saturated_by = {"bound": "symmetry bound", "saturated": "stable rank"}.get(grown.reason)
 
     notes = []
     ambiguous = nr.is_ambiguous(min_gap)
@@ -165,12 +169,14 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
                          "fixed: saturation in N not verified (leave --samples out to grow N)")
         else:
-            notes.append(f"rank still growing at N = {n_done} (max_samples reached)")
+            notes.append(f"stopped at a cap before the rank saturated: {grown.detail}")
     else:
         notes.append(f"saturated in N: {saturated_by}")
     status = "ambiguous" if ambiguous else "settled"
-    if ambiguous:
-        warnings.warn(f"{arch}: numerical rank {nr.rank} is ambiguous: " + "; ".join(notes),
+    if grown.reason == "cap":
+        status = "stopped"
+    if status != "settled":
+        warnings.warn(f"{arch}: numerical rank {nr.rank} is {status}: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
