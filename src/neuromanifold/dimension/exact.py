@@ -20,7 +20,7 @@ from ..core.checks import bad_value, check_architecture, check_seed, check_int, 
 from .growth import grow_samples
 from .result import DimensionResult, Progress
 from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
-from ..core.formulas import effective_width, expected_dim
+from ..core.formulas import effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
@@ -220,7 +220,8 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
         method="certified" if certified else "exact",
         status=status, formula=expected_dim(arch),
-        conjecture=effective_width(arch), lower_bound=rank, upper_bound=upper, n_samples=n_done,
+        conjecture=effective_width(arch), general=general(arch), lower_bound=rank, upper_bound=upper,
+        n_samples=n_done,
         seed=seed, prime=p, failure_probability=prob,
         seconds={"jacobian": t_jac, "rank": t_rank, "total": time.perf_counter() - t_start},
         rank_history=history, notes=notes)

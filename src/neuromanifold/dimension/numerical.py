@@ -15,7 +15,7 @@ import torch
 from ..core.architecture import Architecture
 from ..core.checks import (bad_value, check_architecture, check_seed, check_choice, check_int,
                            check_positive_float)
-from ..core.formulas import effective_width, expected_dim
+from ..core.formulas import effective_width, expected_dim, general
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
@@ -182,7 +182,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank,
         method="numerical", status=status, formula=expected_dim(arch),
-        conjecture=effective_width(arch), upper_bound=upper, gap=nr.gap,
+        conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                           "total": total},
