@@ -1,4 +1,4 @@
-"""Exact (over F_p) and certified dimensions of lightning neuromanifolds (MATH.md sections 6, 7).
+"""Exact (over F_p) and certified dimensions of lightning neuromanifolds (docs/lightning_dimension.md).
 
 `exact_dim` draws W, the inputs X_1..X_N and cotangents uniformly from F_p, builds rows of S J
 (J the Jacobian of W -> (phi_W(X_1), ..., phi_W(X_N))) by reverse mode in modular integer
@@ -77,7 +77,7 @@ def saturation_probability(arch: Architecture, rank_bound: int, p: int, batch: i
 
 
 def rows_per_sample(arch: Architecture) -> int:
-    """Cotangents per input sample: about t^2 (+ t), the new directions a sample brings (MATH.md 7)."""
+    """Cotangents per input sample: about t^2 (+ t), the new directions a sample brings."""
     return min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)
 
 

@@ -4,7 +4,7 @@ Everything here is integer arithmetic (torch int64 residues in [0, p)); no float
 Products of residues are reduced mod p after every matrix product, so every intermediate
 stays below 2^63 (see `matmul_mod`). python-flint is used only through `exact.py`.
 
-Math (MATH.md sections 1, 2, 4, 6):
+Math (docs/lightning_dimension.md, docs/hidden_directions.md):
   layer i:  U = Q_i Z, W = K_i Z, S = U^T W (t x t), Y = V_i Z, Z' = Y S  (Eq. 1, as in maps.forward)
   a row of S J: the gradient in W of <G, phi_W(X_n)> for a cotangent G in F_p^{d_l x t}
   (reverse mode, one cotangent per row; any rows of S J span a subspace of J's row space).
@@ -134,7 +134,7 @@ def products_mod_p(weights: LayerWeights, p: int) -> list[torch.Tensor]:
 # in the kernel of the linear map
 #     L_j: (dQ, dK, dV) -> ( P^T (Q^T dK + dQ^T K) P  [symmetrised if an earlier a_i = 1],  dV P )
 # is tangent to a fiber and lies in ker dPhi_W. When rank P < d_{j-1} (a narrower earlier layer)
-# this adds the directions dQ = E N^T, dK = E N^T, dV = F N^T with N^T P = 0 (MATH.md section 4).
+# this adds the directions dQ = E N^T, dK = E N^T, dV = F N^T with N^T P = 0.
 # Soundness of the upper bound needs the kernel at our F_p point to be the specialisation of a
 # polynomial kernel family, i.e. rank_p L_j(w) = generic rank of L_j. rank_p <= generic always,
 # and the generic rank is at most the dimension of the image of (Q, K) -> P^T Q^T K P: matrices

@@ -69,7 +69,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   progress: Progress | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
-    Math: dim M = rank dPhi_W for generic W and N large enough (MATH.md section 6).
+    Math: dim M = rank dPhi_W for generic W and N large enough.
     N is grown (x1.5, `growth.grow_samples`) until a batch adds no rank or the rank meets the
     symmetry upper bound, with a clear gap, unless `samples` fixes it; at `max_samples` or
     `max_seconds` it stops with status `stopped`. Rank rule: largest gap in the singular values; a gap below `min_gap`
