@@ -45,10 +45,34 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
+    """Float tangents dV_{j-1} = n e_s^T, n spanning ker [V_j; Q_j; K_j] (the read-out symmetry of
+    docs/hidden_directions.md), for lightning and softmax alike (layer j reads only [V; Q; K]_j Z).
+
+    The kernel is the span of the right singular vectors past the generic rank
+    min(d_j + 2 a_j, d_{j-1}); nothing is returned for a layer where d_{j-1} <= d_j + 2 a_j.
+    """
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    ref = weights.V[0]
+    rows = []
+    for j in range(2, arch.n_layers + 1):
+        d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
+        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
+        if M.shape[0] >= d_in:
+            continue
+        kernel = torch.linalg.svd(M, full_matrices=True).Vh[M.shape[0]:]      # (k, d_in)
+        block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
+        start = offsets[f"V_{j - 1}"]
+        for s_ in range(d_prev):
+            block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
+        rows.append(block.reshape(-1, arch.n_params))
+    return torch.cat(rows) if rows else torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device)
+
+
 def _symmetry_split(arch: Architecture, weights) -> KernelSplit:
     """The split R^P = span(symmetry tangents) + complement at `weights` (float)."""
     tangents, _ = symmetry_tangents(arch, weights)
-    return KernelSplit.from_tangents(tangents)
+    return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
@@ -153,6 +177,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     saturated_by = {"bound": "symmetry bound", "saturated": "stable rank"}.get(grown.reason)
 
     notes = []
+    status_if_capped = None  # `stopped` only when the gap was clear and the rank still growing
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
         notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}, "
@@ -164,17 +189,19 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
     if saturated_by is None:
+        if grown.reason == "cap" and not ambiguous:
+            status_if_capped = "stopped"  # clear readings, but the rank was still growing
         ambiguous = True
         if samples is not None:
             notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
                          "fixed: saturation in N not verified (leave --samples out to grow N)")
         else:
-            notes.append(f"stopped at a cap before the rank saturated: {grown.detail}")
+            notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
     else:
         notes.append(f"saturated in N: {saturated_by}")
     status = "ambiguous" if ambiguous else "settled"
-    if grown.reason == "cap":
-        status = "stopped"
+    if grown.reason == "cap" and status_if_capped:
+        status = status_if_capped
     if status != "settled":
         warnings.warn(f"{arch}: numerical rank {nr.rank} is {status}: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
