@@ -286,3 +286,13 @@ def test_general_formula_against_independent_exact_ranks():
         G = torch.eye(out, dtype=torch.int64).reshape(-1, arch.widths[-1], arch.tokens)
         J = jacobian_rows_mod_p(W, X, G.expand(n, -1, -1, -1).contiguous(), p)
         assert rank_mod_p(J.numpy(), p) == general(arch).value, arch
+
+
+def test_eq14_hypotheses_exclude_invisible_widths():
+    """Widths 9,7,1 keys 2,2 (non-increasing, a_i >= 2): dimension 71 (certified), Eq. 14 says 75,
+    because layer 2 sees only d_2 + 2 a_2 = 5 of the 7 directions; the hypotheses now exclude it."""
+    from neuromanifold.core.formulas import general  # noqa: PLC0415
+    arch = _arch((9, 7, 1), (2, 2))
+    assert eq14(arch).value == 75 and not eq14(arch).hypotheses_hold
+    assert not effective_width(arch).hypotheses_hold and general(arch).value == 71
+    assert eq14(_arch((6, 4, 2, 4), (2, 2, 2))).hypotheses_hold

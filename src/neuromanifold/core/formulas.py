@@ -72,13 +72,25 @@ def eq7(arch: Architecture) -> FormulaValue:
                         f"Corollary 3.3 of {_PAPER}")
 
 
+def _readout_visible(arch: Architecture) -> bool:
+    """d_{j-1} <= d_j + 2 a_j for j = 2..l: no width the next layer cannot see (no read-out reduction).
+
+    Where it fails the neuromanifold is that of narrower widths (docs/hidden_directions.md): e.g.
+    widths 9,7,1, keys 2,2, t = 3 has dimension 71 (certified; softmax 73, numerical) while Eq. 14
+    gives 75 (Eq. 16: 77), with d_0 >= d_1 and every a_i >= 2.
+    """
+    w, a = arch.widths, arch.keys
+    return all(w[j - 1] <= w[j] + 2 * a[j - 1] for j in range(2, arch.n_layers + 1))
+
+
 def _deep_hypotheses(arch: Architecture) -> bool:
     w = arch.widths
     return (arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
-            and all(w[i] >= w[i + 1] for i in range(arch.n_layers - 1)))
+            and all(w[i] >= w[i + 1] for i in range(arch.n_layers - 1)) and _readout_visible(arch))
 
 
-_DEEP_TEXT = "t >= 2, d_0 >= d_1 >= ... >= d_{l-1} and every a_i >= 2 (verified region)"
+_DEEP_TEXT = ("t >= 2, d_0 >= d_1 >= ... >= d_{l-1}, every a_i >= 2 and d_{j-1} <= d_j + 2 a_j "
+              "(verified region)")
 
 
 def eq14(arch: Architecture) -> FormulaValue:
@@ -123,9 +135,9 @@ def effective_width(arch: Architecture) -> FormulaValue:
     value = _layer_terms(tuple(m) + (arch.widths[-1],), arch.keys, arch.widths[-1])
     if arch.attention == "lightning":
         value -= arch.n_layers
-    holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
+    holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys) and _readout_visible(arch)
     return FormulaValue("effective-width conjecture", value, holds,
-                        "t >= 2 and every a_i >= 2", "conjecture",
+                        "t >= 2, every a_i >= 2 and d_{j-1} <= d_j + 2 a_j", "conjecture",
                         "observed on every certified a_i >= 2 architecture of the eq14_map sweep")
 
 
