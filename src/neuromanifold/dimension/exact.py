@@ -147,7 +147,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         keep = torch.ones(arch.n_params, dtype=torch.bool)
         keep[pivots] = False
         free_columns = keep.nonzero().flatten()
-        notes += [f"hidden symmetry block skipped (soundness check failed): {s}" for s in skipped]
+        notes += [f"symmetry block skipped (soundness check failed): {s}" for s in skipped]
     target = arch.n_params if upper is None else upper
     # Rows to aim for: the upper bound, or without one the larger closed form (only sizes N;
     # N keeps growing while the rank does, so a low guess costs time, never correctness).
@@ -159,6 +159,8 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     else:
         n_first = max(1, math.ceil((guess + max(8, 0.05 * guess)) / n_rows))
     width = arch.n_params if free_columns is None else len(free_columns)
+    bytes_per_sample = 3 * 8 * n_rows * width   # int64 rows, their numpy view and the flint copy
+    n_first = min(n_first, max(1, max_bytes // bytes_per_sample))
     blocks: list[torch.Tensor] = []
     clock = {"jacobian": t_jac, "rank": t_rank}
 
@@ -192,7 +194,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
 
     grown = grow_samples(n_first, add, measure, upper=upper, fixed=samples is not None,
                          next_target=next_target, max_bytes=max_bytes,
-                         bytes_per_sample=3 * 8 * n_rows * width, max_seconds=max_seconds, say=say)
+                         bytes_per_sample=bytes_per_sample, max_seconds=max_seconds, say=say)
     t_jac, t_rank = clock["jacobian"], clock["rank"]
     rank, n_done, history = grown.rank, grown.n_done, grown.history
     certified = upper is not None and rank == upper
