@@ -252,3 +252,47 @@ def test_deep_ratio_limit():
     assert arch.n_params == 3 * l * d * d
     assert eq14(arch).value == (l + 1) * d * d - l
     assert math.isclose(arch.n_params / eq14(arch).value, 3 * l / (l + 1), rel_tol=0.05)
+
+
+@pytest.mark.parametrize("widths,keys,t,truth", [
+    ((6, 6, 6, 6), (1, 4, 4), 3, 86), ((6, 6, 6), (1, 2), 3, 63), ((6, 5, 2), (2, 1), 3, 41),
+    ((7, 6, 2), (2, 1), 3, 49), ((8, 6, 2), (2, 1), 3, 57), ((6, 5, 1), (2, 1), 3, 35),
+    ((3, 3, 3), (2, 2), 3, 23), ((5, 3, 3, 5), (2, 2, 2), 3, 50)])
+def test_general_formula_worked_values(widths, keys, t, truth):
+    """`general` (a conjecture) gives the certified dimensions of the issue-9 cases."""
+    from neuromanifold.core.formulas import general  # noqa: PLC0415
+    f = general(Architecture(widths, keys, t))
+    assert (f.name, f.value, f.status, f.hypotheses_hold) == ("general", truth, "conjecture", True)
+    assert not f.is_the_dimension
+
+
+def test_general_formula_against_independent_exact_ranks():
+    """On random deep architectures nobody tuned it to (l = 4, 5, widths <= 8, any keys and t),
+    `general` equals the exact F_p rank of the whole Jacobian (every output coordinate a cotangent)."""
+    import random  # noqa: PLC0415
+    from neuromanifold.core.formulas import general  # noqa: PLC0415
+    from neuromanifold.dimension.fp import DEFAULT_PRIME, rank_mod_p  # noqa: PLC0415
+    from neuromanifold.dimension.modular import (jacobian_rows_mod_p, random_residues,  # noqa: PLC0415
+                                                 random_weights_mod_p)
+    rng, gen, p = random.Random(2026), torch.Generator().manual_seed(11), DEFAULT_PRIME
+    for _ in range(4):
+        l = rng.choice([4, 5])
+        arch = Architecture(tuple(rng.randint(1, 8) for _ in range(l + 1)),
+                            tuple(rng.randint(1, 4) for _ in range(l)), rng.choice([1, 2, 3]))
+        W = random_weights_mod_p(arch, p, gen)
+        out = arch.widths[-1] * arch.tokens
+        n = arch.n_params // out + 12
+        X = random_residues((n, arch.widths[0], arch.tokens), p, gen)
+        G = torch.eye(out, dtype=torch.int64).reshape(-1, arch.widths[-1], arch.tokens)
+        J = jacobian_rows_mod_p(W, X, G.expand(n, -1, -1, -1).contiguous(), p)
+        assert rank_mod_p(J.numpy(), p) == general(arch).value, arch
+
+
+def test_eq14_hypotheses_exclude_invisible_widths():
+    """Widths 9,7,1 keys 2,2 (non-increasing, a_i >= 2): dimension 71 (certified), Eq. 14 says 75,
+    because layer 2 sees only d_2 + 2 a_2 = 5 of the 7 directions; the hypotheses now exclude it."""
+    from neuromanifold.core.formulas import general  # noqa: PLC0415
+    arch = _arch((9, 7, 1), (2, 2))
+    assert eq14(arch).value == 75 and not eq14(arch).hypotheses_hold
+    assert not effective_width(arch).hypotheses_hold and general(arch).value == 71
+    assert eq14(_arch((6, 4, 2, 4), (2, 2, 2))).hypotheses_hold

@@ -150,9 +150,9 @@ def test_plain_exact_is_a_lower_bound():
 
 
 def test_too_few_samples_give_lower_bound():
-    """With N fixed too small the rank is capped by N t d_l rows and is not certified."""
+    """With N fixed too small the rank is capped by N t d_l rows: status stopped, not certified."""
     r = exact_dim(Architecture((3, 3, 3), (2, 2), 3), samples=1, seed=0)
-    assert r.status == "lower-bound" and r.dimension <= 9 < r.upper_bound == 23
+    assert r.status == "stopped" and r.dimension <= 9 < r.upper_bound == 23
     assert r.method == "exact" and r.failure_probability is None
     assert any("no probability is claimed" in n for n in r.notes)
 
@@ -221,3 +221,64 @@ def test_certified_widths_32():
     """docs/math/method.md: widths 32^4, keys 8^3, t = 8 is certified at 2365 = Eq. 14."""
     r = exact_dim(Architecture((32, 32, 32, 32), (8, 8, 8), 8), seed=0)
     assert (r.dimension, r.status) == (2365, "certified")
+
+
+def test_early_stop_case_grows_to_certified():
+    """Issue 9 cause 1: with a_1 = 1 each sample adds about one direction; N keeps growing (no
+    fixed number of rounds) until the rank meets the bound: 6,6,6,6 / 1,4,4 at t = 3 is 86."""
+    r = exact_dim(Architecture((6, 6, 6, 6), (1, 4, 4), 3), seed=0)
+    assert (r.status, r.dimension, r.upper_bound) == ("certified", 86, 86)
+    assert len(r.rank_history) > 6
+
+
+def test_saturated_rank_states_its_probability():
+    """A batch of >= 2 fresh samples adding no rank stops as saturated: lower-bound + probability."""
+    arch = Architecture((6, 6, 6), (1, 2), 3)
+    r = exact_dim(arch, certify=False, seed=0)
+    assert r.status == "lower-bound" and r.dimension == 63
+    last, before = r.rank_history[-1], r.rank_history[-2]
+    assert last[1] == before[1] and last[0] - before[0] >= 2
+    assert 0 < r.failure_probability < 1e-5 and any("saturated" in n for n in r.notes)
+
+
+def test_caps_stop_with_status_stopped():
+    """A memory cap too small for the rows needed ends with status stopped and no probability."""
+    r = exact_dim(Architecture((6, 6, 6, 6), (1, 4, 4), 3), seed=0, max_bytes=2 ** 19)
+    assert r.status == "stopped" and r.dimension < 86 and r.failure_probability is None
+    assert any("memory cap" in n for n in r.notes)
+
+
+def test_hidden_block_rank_symmetric_count():
+    """Issue 9 cause 2: the symmetrised hidden block has rank k m - k (k - 1) / 2, k = min(2a, m),
+    at random F_p points (not min(r (2m - r), m (m + 1) / 2)); 6,6,6 / 1,2 is certified at 63."""
+    from neuromanifold.dimension.modular import hidden_block_rank  # noqa: PLC0415
+    assert hidden_block_rank(2, 6, True) == 18 and hidden_block_rank(3, 6, True) == 21
+    assert hidden_block_rank(2, 6, False) == 20 and hidden_block_rank(1, 6, True) == 11
+    r = exact_dim(Architecture((6, 6, 6), (1, 2), 3), seed=0)
+    assert (r.status, r.dimension) == ("certified", 63) and not any("skipped" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("widths,keys,truth", [
+    ((6, 5, 2), (2, 1), 41), ((7, 6, 2), (2, 1), 49), ((8, 6, 2), (2, 1), 57), ((6, 5, 1), (2, 1), 35)])
+def test_readout_symmetry_closes_the_open_family(widths, keys, truth):
+    """Issue 9 cause 3: V_{j-1} -> V_{j-1} + n y with [V_j; Q_j; K_j] n = 0 leaves phi unchanged
+    exactly over F_p; its tangents bring the bound down to an independent full-Jacobian rank."""
+    from neuromanifold.dimension.modular import readout_symmetry_tangents  # noqa: PLC0415
+    from neuromanifold.dimension.fp import nullspace_mod_p  # noqa: PLC0415
+    from neuromanifold.core.parameters import LayerWeights  # noqa: PLC0415
+    arch = Architecture(widths, keys, 3)
+    gen = torch.Generator().manual_seed(9)
+    W = random_weights_mod_p(arch, P, gen)
+    M = torch.cat([W.V[1], W.Q[1], W.K[1]])
+    n = torch.from_numpy(nullspace_mod_p(M.numpy(), P))            # (d_1, k)
+    y = random_residues((n.shape[1], arch.widths[0]), P, gen)
+    moved = LayerWeights(W.Q, W.K, ((W.V[0] + matmul_mod(n, y, P)) % P,) + tuple(W.V[1:]))
+    X = random_residues((4, arch.widths[0], 3), P, gen)
+    assert torch.equal(forward_mod_p(W, X, P), forward_mod_p(moved, X, P))
+    assert not torch.equal(moved.V[0], W.V[0])
+    T, _, skipped = readout_symmetry_tangents(arch, W, P)
+    assert not skipped and T.shape[0] == n.shape[1] * arch.widths[0]
+    J = full_jacobian_mod_p(arch, W, 40, P, gen)                   # independent: every row, N = 40
+    assert rank_mod_p(J.numpy(), P) == truth
+    r = exact_dim(arch, seed=3)
+    assert (r.status, r.dimension, r.upper_bound) == ("certified", truth, truth)

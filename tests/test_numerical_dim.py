@@ -137,3 +137,31 @@ def test_dependent_tangents_split_without_leak():
     r = numerical_dim(Architecture((6, 2, 6, 2), (4, 3, 2), 3, "softmax"), seed=0)
     assert r.upper_bound == r.n_params - 68
     assert (r.dimension, r.status) == (52, "settled")
+
+
+def test_time_cap_stops_with_status_stopped():
+    """A cap reached before the rank saturates gives status stopped (a warning), never settled."""
+    arch = Architecture((3, 3, 3), (1, 2), 3)   # dim 18 < the float symmetry bound: needs 2 rounds
+    with pytest.warns(AmbiguousRankWarning, match="stopped"):
+        r = numerical_dim(arch, seed=2, max_seconds=1e-9)
+    assert r.status == "stopped" and not r.is_settled
+    assert any("time cap" in n for n in r.notes) and len(r.rank_history) == 1
+
+
+@pytest.mark.parametrize("attention", ["lightning", "softmax"])
+def test_readout_tangents_in_float_kernel_and_bound(attention):
+    """The float read-out tangents lie in the Jacobian's kernel, so the numerical symmetry bound
+    drops by the read-out directions: 6,5,2 keys 2,1 is settled at 41 (lightning) via the bound."""
+    from neuromanifold.core.parameters import flatten, random_weights  # noqa: PLC0415
+    from neuromanifold.dimension.jacobians import jacobian  # noqa: PLC0415
+    from neuromanifold.dimension.numerical import readout_tangents_float  # noqa: PLC0415
+    arch = Architecture((6, 5, 2), (2, 1), 3, attention)
+    W = random_weights(arch, 4)
+    T = readout_tangents_float(arch, W)
+    assert T.shape[0] == 1 * 6
+    J = jacobian(arch, flatten(W), torch.randn((9, 6, 3), dtype=torch.float64,
+                                               generator=torch.Generator().manual_seed(3)))
+    assert float((J @ T.T).norm() / J.norm()) < 1e-12
+    if attention == "lightning":
+        r = numerical_dim(arch, seed=4)
+        assert (r.status, r.dimension, r.upper_bound) == ("settled", 41, 41)

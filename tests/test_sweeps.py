@@ -94,7 +94,7 @@ def test_item_key_is_canonical_and_includes_the_seed():
     """The key names every axis and the seed; softmax keys carry the temperature."""
     item = {"widths": (5, 3, 5), "keys": (2, 2), "tokens": 3, "attention": "softmax",
             "method": "auto", "temperature": 1.0}
-    assert item_key(item, 7) == "softmax;widths=5,3,5;keys=2,2;tokens=3;method=auto;temperature=1.0;seed=7"
+    assert item_key(item, 7) == "softmax;widths=5,3,5;keys=2,2;tokens=3;method=auto;temperature=1.0;seed=7;v=2"
     assert item_key(item, 7) != item_key(item, 8)
     close = dict(item, temperature=1.0000001)
     assert item_key(close, 7) != item_key(item, 7)  # distinct temperatures never collide

@@ -72,13 +72,25 @@ def eq7(arch: Architecture) -> FormulaValue:
                         f"Corollary 3.3 of {_PAPER}")
 
 
+def _readout_visible(arch: Architecture) -> bool:
+    """d_{j-1} <= d_j + 2 a_j for j = 2..l: no width the next layer cannot see (no read-out reduction).
+
+    Where it fails the neuromanifold is that of narrower widths (docs/hidden_directions.md): e.g.
+    widths 9,7,1, keys 2,2, t = 3 has dimension 71 (certified; softmax 73, numerical) while Eq. 14
+    gives 75 (Eq. 16: 77), with d_0 >= d_1 and every a_i >= 2.
+    """
+    w, a = arch.widths, arch.keys
+    return all(w[j - 1] <= w[j] + 2 * a[j - 1] for j in range(2, arch.n_layers + 1))
+
+
 def _deep_hypotheses(arch: Architecture) -> bool:
     w = arch.widths
     return (arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
-            and all(w[i] >= w[i + 1] for i in range(arch.n_layers - 1)))
+            and all(w[i] >= w[i + 1] for i in range(arch.n_layers - 1)) and _readout_visible(arch))
 
 
-_DEEP_TEXT = "t >= 2, d_0 >= d_1 >= ... >= d_{l-1} and every a_i >= 2 (verified region)"
+_DEEP_TEXT = ("t >= 2, d_0 >= d_1 >= ... >= d_{l-1}, every a_i >= 2 and d_{j-1} <= d_j + 2 a_j "
+              "(verified region)")
 
 
 def eq14(arch: Architecture) -> FormulaValue:
@@ -123,9 +135,9 @@ def effective_width(arch: Architecture) -> FormulaValue:
     value = _layer_terms(tuple(m) + (arch.widths[-1],), arch.keys, arch.widths[-1])
     if arch.attention == "lightning":
         value -= arch.n_layers
-    holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys)
+    holds = arch.tokens >= 2 and all(a >= 2 for a in arch.keys) and _readout_visible(arch)
     return FormulaValue("effective-width conjecture", value, holds,
-                        "t >= 2 and every a_i >= 2", "conjecture",
+                        "t >= 2, every a_i >= 2 and d_{j-1} <= d_j + 2 a_j", "conjecture",
                         "observed on every certified a_i >= 2 architecture of the eq14_map sweep")
 
 
@@ -135,3 +147,51 @@ def expected_dim(arch: Architecture) -> FormulaValue:
     if arch.attention == "softmax":
         return eq16(arch)
     return eq7(arch) if arch.n_layers == 1 else eq14(arch)
+
+
+def readout_widths(arch: Architecture) -> tuple[int, ...]:
+    """Widths after the read-out reduction e_{j-1} = min(d_{j-1}, e_j + 2 a_j), j = l..2, e_l = d_l.
+
+    Layer j sees its input only through [V_j; Q_j; K_j] Z, of rank <= e_j + 2 a_j, so a wider
+    d_{j-1} gives the same neuromanifold as e_{j-1} (docs/hidden_directions.md, section 2).
+    """
+    e = list(arch.widths)
+    for j in range(arch.n_layers, 1, -1):
+        e[j - 1] = min(e[j - 1], e[j] + 2 * arch.keys[j - 1])
+    return tuple(e)
+
+
+def general(arch: Architecture) -> FormulaValue:
+    """A closed form for every lightning architecture (a conjecture, checked against certified ranks).
+
+    Math: with e = `readout_widths`, m_i = min(e_0..e_i) (i < l), w_i = m_i (i < l), w_l = d_l:
+        dim M = sum_i [h_i + w_i m_{i-1}] - sum_{i=1..l-1} m_i^2 - l,
+    h_i = r_i (2 m_{i-1} - r_i), r_i = min(a_i, m_{i-1}), the dimension of the forms
+    P^T Q_i^T K_i P; but h_i = k_i m_{i-1} - k_i (k_i - 1) / 2, k_i = min(2 a_i, m_{i-1}), their
+    symmetric parts, when t = 1 or an earlier a_j = 1 (then only the symmetric part is seen).
+    It is n_params minus the count of every known symmetry, read-out and hidden ones included,
+    each counted at its generic size (docs/lightning_dimension.md); no proof that those are all.
+    """
+    check_architecture(arch)
+    holds = arch.attention == "lightning"
+    e = readout_widths(arch)
+    m, running = [], None
+    for d in e[:-1]:
+        running = d if running is None else min(running, d)
+        m.append(running)
+    outs = m[1:] + [arch.widths[-1]]
+    total, symmetric = 0, arch.tokens == 1
+    for a, m_in, w_out in zip(arch.keys, m, outs):
+        if symmetric:
+            k = min(2 * a, m_in)
+            total += k * m_in - k * (k - 1) // 2
+        else:
+            r = min(a, m_in)
+            total += r * (2 * m_in - r)
+        total += w_out * m_in
+        symmetric = symmetric or a == 1
+    value = total - sum(x * x for x in m[1:]) - arch.n_layers
+    return FormulaValue("general", value, holds, "lightning attention (any widths, keys, t >= 1)",
+                        "conjecture", "n_params minus the generic count of every known symmetry; "
+                        "equal to the certified dimension on every l = 1, 2, 3 architecture "
+                        "checked (docs/lightning_dimension.md)")

@@ -1,4 +1,4 @@
-"""Exact (over F_p) and certified dimensions of lightning neuromanifolds (docs/math/method.md).
+"""Exact (over F_p) and certified dimensions of lightning neuromanifolds (docs/lightning_dimension.md).
 
 `exact_dim` draws W, the inputs X_1..X_N and cotangents uniformly from F_p, builds rows of S J
 (J the Jacobian of W -> (phi_W(X_1), ..., phi_W(X_N))) by reverse mode in modular integer
@@ -16,18 +16,19 @@ import torch
 
 from ..errors import ComputationError
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_seed, check_int
+from ..core.checks import bad_value, check_architecture, check_seed, check_int, check_positive_float
+from .growth import grow_samples
 from .result import DimensionResult, Progress
 from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
-from ..core.formulas import effective_width, expected_dim
+from ..core.formulas import effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
 _CHUNK_BYTES = 256 * 2 ** 20
-# Rounds of growing N before giving up on the rank reaching the upper bound.
-_MAX_ROUNDS = 6
+# Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their copies).
+DEFAULT_MAX_BYTES = 4 * 2 ** 30
 
 
 # NOTE: [Schwartz-Zippel degree bound]
@@ -60,6 +61,21 @@ def degree_bound(arch: Architecture) -> int:
     return (3 ** (l + 1) - 3) // 2 + 3 ** l
 
 
+# NOTE: [saturation in N]
+# Fix W and the rows drawn so far, spanning U of rank r. If the rows of all samples (x, g) at this
+# W span more than U, some (r + 1) x (r + 1) minor of [U; row(x, g)] is a non-zero polynomial in
+# (x, g) of degree <= 3^l + 1 (deg_X phi = 3^l, one more for g), so a fresh uniform sample lies in
+# U with probability <= (3^l + 1) / p, independently for each sample of a batch. A batch of b
+# fresh samples adding no rank while U is not saturated thus has probability <= ((3^l + 1)/p)^b,
+# and over R rounds at most R times that. Adding the probability that W itself is special
+# (r D / p, the NOTE above) bounds P(exact rank < dim M) when the loop stops as saturated.
+
+def saturation_probability(arch: Architecture, rank_bound: int, p: int, batch: int, rounds: int) -> float:
+    """P(a saturated exact rank is below dim M) <= r D / p + R ((3^l + 1) / p)^b (NOTE above)."""
+    miss = min(1.0, (3 ** arch.n_layers + 1) / p) ** max(batch, 1)
+    return min(1.0, rank_bound * degree_bound(arch) / p + rounds * miss)
+
+
 def rows_per_sample(arch: Architecture) -> int:
     """Cotangents per input sample: about t^2 (+ t), new directions per sample (docs/math/method.md)."""
     return min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)
@@ -81,15 +97,19 @@ def _sample_rows(arch: Architecture, weights, n_new: int, n_rows: int, p: int,
 
 def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None = None, seed: int = 0,
               progress: Progress | None = None, prime: int = DEFAULT_PRIME,
-              rows: int | None = None) -> DimensionResult:
+              rows: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+              max_seconds: float | None = None) -> DimensionResult:
     """Exact rank over F_p of S J at a random F_p point (a proven lower bound on dim M).
 
     Math: rank_p(S J(w)) <= rank J(generic) = dim M <= n_params - rank_p(T(w)), T the symmetry
     tangents (Eq. 9, Lemma 3.1, Eq. 13 and the hidden ones of `modular.hidden_symmetry_tangents`).
     Status `certified` when the two bounds meet (a proof); otherwise `lower-bound`, with
     P(lower < dim M) <= r D / p by Schwartz-Zippel (see the NOTE on the degree bound).
-    N grows until the rank reaches the upper bound or stops changing; `samples` fixes N, `rows`
-    the cotangents per sample (default about t^2 + t).
+    N grows in batches (`growth.grow_samples`) until the rank reaches the upper bound
+    (`certified`) or a batch of >= 2 fresh samples adds no rank (saturated: `lower-bound`, with
+    the probability above plus the one of `saturation_probability`), or a cap is hit: `samples`
+    fixes N, `max_bytes` caps the rows kept, `max_seconds` the time (status `stopped`, no
+    probability claimed). `rows` is the number of cotangents per sample (default about t^2 + t).
     """
     check_architecture(arch)
     if not arch.is_polynomial:
@@ -101,6 +121,9 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
     n_rows = rows_per_sample(arch) if rows is None else check_int(
         "rows", rows, minimum=1, fix="Pass a positive number of cotangents per sample.")
+    max_bytes = check_int("max_bytes", max_bytes, minimum=1, fix="Pass a positive number of bytes.")
+    if max_seconds is not None:
+        max_seconds = check_positive_float("max_seconds", max_seconds)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     t_jac = t_rank = 0.0
@@ -124,7 +147,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         keep = torch.ones(arch.n_params, dtype=torch.bool)
         keep[pivots] = False
         free_columns = keep.nonzero().flatten()
-        notes += [f"hidden symmetry block skipped (soundness check failed): {s}" for s in skipped]
+        notes += [f"symmetry block skipped (soundness check failed): {s}" for s in skipped]
     target = arch.n_params if upper is None else upper
     # Rows to aim for: the upper bound, or without one the larger closed form (only sizes N;
     # N keeps growing while the rank does, so a low guess costs time, never correctness).
@@ -132,12 +155,17 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
                                                               effective_width(arch).value))
 
     if samples is not None:
-        n_target = samples
+        n_first = samples
     else:
-        n_target = max(1, math.ceil((guess + max(8, 0.05 * guess)) / n_rows))
+        n_first = max(1, math.ceil((guess + max(8, 0.05 * guess)) / n_rows))
+    width = arch.n_params if free_columns is None else len(free_columns)
+    bytes_per_sample = 3 * 8 * n_rows * width   # int64 rows, their numpy view and the flint copy
+    n_first = min(n_first, max(1, max_bytes // bytes_per_sample))
     blocks: list[torch.Tensor] = []
-    n_done, rank, history, previous, reason = 0, 0, [], None, None
-    for _round in range(_MAX_ROUNDS):
+    clock = {"jacobian": t_jac, "rank": t_rank}
+
+    def add(n_done: int, n_target: int) -> None:
+        nonlocal tangents
         t0 = time.perf_counter()
         new_rows = _sample_rows(arch, weights, n_target - n_done, n_rows, p, gen)
         if free_columns is not None and not blocks:
@@ -145,37 +173,36 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
             probe = new_rows[:64]
             if bool(matmul_mod(probe, tangents.T.contiguous(), p).any()):
                 raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
-                                   "the upper bound would be unsound (a bug; please report it).")
-            del tangents
+                                       "the upper bound would be unsound (a bug; please report it).")
+            tangents = None
         blocks.append(new_rows if free_columns is None else new_rows[:, free_columns])
-        n_done = n_target
-        matrix = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
-        t1 = time.perf_counter()
-        say(f"N = {n_done}: {matrix.shape[0]} x {matrix.shape[1]} rows of S J mod p "
-            f"({t1 - t0:.1f} s); exact rank ...")
-        rank = rank_mod_p(matrix.numpy(), p)
-        del matrix
-        t_jac += t1 - t0
-        t_rank += time.perf_counter() - t1
-        history.append([n_done, rank])
-        say(f"N = {n_done}: exact rank over F_p {rank} ({time.perf_counter() - t1:.1f} s)")
-        if upper is not None and rank >= upper:
-            reason = "reached the symmetry upper bound"
-            break
-        if samples is not None:
-            break
-        if previous == rank:
-            reason = "stable rank"
-            break
-        previous = rank
-        n_target = n_done + max(2, math.ceil(0.25 * n_done),
-                                math.ceil((max(guess, rank) - rank) / arch.tokens ** 2))
+        clock["jacobian"] += time.perf_counter() - t0
+        say(f"N = {n_target}: {sum(b.shape[0] for b in blocks)} x {width} rows of S J mod p "
+            f"({time.perf_counter() - t0:.1f} s); exact rank ...")
 
+    def measure() -> int:
+        t1 = time.perf_counter()
+        matrix = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
+        rank = rank_mod_p(matrix.numpy(), p)
+        clock["rank"] += time.perf_counter() - t1
+        say(f"exact rank over F_p {rank} ({time.perf_counter() - t1:.1f} s)")
+        return rank
+
+    def next_target(n_done: int, rank: int) -> int:
+        return n_done + max(2, math.ceil(0.25 * n_done),
+                            math.ceil((max(guess, rank) - rank) / arch.tokens ** 2))
+
+    grown = grow_samples(n_first, add, measure, upper=upper, fixed=samples is not None,
+                         next_target=next_target, max_bytes=max_bytes,
+                         bytes_per_sample=bytes_per_sample, max_seconds=max_seconds, say=say)
+    t_jac, t_rank = clock["jacobian"], clock["rank"]
+    rank, n_done, history = grown.rank, grown.n_done, grown.history
     certified = upper is not None and rank == upper
-    # Schwartz-Zippel bounds P(rank of these rows < their generic rank); it says something about
-    # dim M only once the rows saturate, which we can only claim when the rank stopped growing.
-    prob = 0.0 if certified else (min(1.0, target * degree_bound(arch) / p)
-                                  if reason == "stable rank" else None)
+    # Schwartz-Zippel bounds P(rank of these rows < their generic rank) and, once a batch of
+    # fresh samples added nothing, P(that batch missed a direction); see saturation_probability.
+    saturated = grown.reason == "saturated"
+    prob = 0.0 if certified else (saturation_probability(arch, target, p, grown.last_batch,
+                                                         grown.rounds + 1) if saturated else None)
     if certified:
         notes.append(f"certified: exact rank over F_p {rank} = n_params - rank_p(symmetry "
                      f"tangents): a proof, no probability involved")
@@ -183,17 +210,20 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         if upper is not None:
             notes.append(f"bounds do not meet: {rank} <= dim M <= {upper}")
         if prob is None:
-            notes.append(f"lower bound only: the rank was still growing or N = {n_done} was fixed, "
-                         "so more samples may raise it; no probability is claimed")
+            notes.append(f"stopped before saturation ({grown.detail}): the rank is a lower bound "
+                         "and more samples may raise it; no probability is claimed")
         else:
-            notes.append(f"lower bound: P(dim M > {rank}) <= {prob:.1e} (Schwartz-Zippel, degree "
-                         f"{degree_bound(arch)} per entry, rank <= {target}), provided N = {n_done} "
-                         f"samples x {n_rows} rows suffice (the rank stopped growing)")
+            notes.append(f"lower bound, saturated ({grown.detail}): P(dim M > {rank}) <= "
+                         f"{prob:.1e} (Schwartz-Zippel: degree {degree_bound(arch)} per entry in "
+                         f"(W, X, G), rank <= {target}; a fresh sample misses a missing direction "
+                         f"with probability <= {3 ** arch.n_layers + 1}/p)")
+    status = "certified" if certified else ("lower-bound" if saturated else "stopped")
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
         method="certified" if certified else "exact",
-        status="certified" if certified else "lower-bound", formula=expected_dim(arch),
-        conjecture=effective_width(arch), lower_bound=rank, upper_bound=upper, n_samples=n_done,
+        status=status, formula=expected_dim(arch),
+        conjecture=effective_width(arch), general=general(arch), lower_bound=rank, upper_bound=upper,
+        n_samples=n_done,
         seed=seed, prime=p, failure_probability=prob,
         seconds={"jacobian": t_jac, "rank": t_rank, "total": time.perf_counter() - t_start},
         rank_history=history, notes=notes)

@@ -4,7 +4,7 @@ Everything here is integer arithmetic (torch int64 residues in [0, p)); no float
 Products of residues are reduced mod p after every matrix product, so every intermediate
 stays below 2^63 (see `matmul_mod`). python-flint is used only through `exact.py`.
 
-Math (docs/math/notation.md, deep.md, method.md):
+Math (docs/math/deep.md, docs/lightning_dimension.md, docs/hidden_directions.md):
   layer i:  U = Q_i Z, W = K_i Z, S = U^T W (t x t), Y = V_i Z, Z' = Y S  (Eq. 1, as in maps.forward)
   a row of S J: the gradient in W of <G, phi_W(X_n)> for a cotangent G in F_p^{d_l x t}
   (reverse mode, one cotangent per row; any rows of S J span a subspace of J's row space).
@@ -139,10 +139,24 @@ def products_mod_p(weights: LayerWeights, p: int) -> list[torch.Tensor]:
 # polynomial kernel family, i.e. rank_p L_j(w) = generic rank of L_j. rank_p <= generic always,
 # and the generic rank is at most the dimension of the image of (Q, K) -> P^T Q^T K P: matrices
 # of rank <= r = min(a_j, m) with row and column space in the m-dimensional row space of P
-# (m = min(d_0..d_{j-1}) = generic rank P), of dimension r (2m - r); symmetrised, also at most
-# m (m + 1) / 2. For dV -> dV P the generic rank is d_j m. A block whose F_p rank reaches its bound
+# (m = min(d_0..d_{j-1}) = generic rank P), of dimension r (2m - r); symmetrised, the image is
+# {sum_w sym(w u^T): w in span(q_1..q_a, k_1..k_a), u in R^m}, of dimension k m - k (k - 1) / 2
+# with k = min(2 a_j, m) (`hidden_block_rank`, proof in docs/hidden_directions.md). For dV -> dV P the generic rank is d_j m. A block whose F_p rank reaches its bound
 # is used (then its kernel basis spans the same space as Cramer-rule polynomial vectors built
 # from a non-vanishing maximal minor); a block that falls short is skipped and reported.
+
+def hidden_block_rank(a: int, m: int, symmetric: bool) -> int:
+    """Generic rank of (dQ, dK) -> P^T (Q^T dK + dQ^T K) P [symmetrised], rank P = m, a keys.
+
+    Not symmetrised: r (2m - r), r = min(a, m). Symmetrised: k m - k (k - 1) / 2,
+    k = min(2a, m) (the symmetric matrices sum_w sym(w u^T), w in a k-dimensional subspace).
+    """
+    if symmetric:
+        k = min(2 * a, m)
+        return k * m - k * (k - 1) // 2
+    r = min(a, m)
+    return r * (2 * m - r)
+
 
 def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
                              ) -> tuple[torch.Tensor, list[str], list[str]]:
@@ -166,10 +180,7 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         # softmax outputs are not rank one (t = 1 softmax is handled in `ball.py`).
         symmetric = arch.is_polynomial and (arch.tokens == 1
                                             or any(k == 1 for k in arch.keys[:j - 1]))
-        r = min(a, m)
-        bound = r * (2 * m - r)
-        if symmetric:
-            bound = min(bound, m * (m + 1) // 2)
+        bound = hidden_block_rank(a, m, symmetric)
         # Columns of L_j on dQ = e_rs and dK = e_rs: outer(P[s], (K P)[r]) and outer((Q P)[r], P[s]).
         QP, KP = matmul_mod(Q, P, p), matmul_mod(K, P, p)
         dq = (P[None, :, :, None] * KP[:, None, None, :]) % p       # (a, d_in, d0, d0)
@@ -202,12 +213,50 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
     return torch.cat(rows), labels, skipped
 
 
+# NOTE: [read-out symmetry]
+# Layer j sees its input Z_{j-1} only through M_j Z_{j-1}, M_j = [V_j; Q_j; K_j] of size
+# (d_j + 2 a_j) x d_{j-1}. For every n with M_j n = 0 and every row vector y, V_{j-1} -> V_{j-1} + n y
+# changes Z_{j-1} = V_{j-1} Z_{j-2} S_{j-1} by n (y Z_{j-2} S_{j-1}), which M_j kills: phi_W is
+# unchanged (an additive group action, exact). Tangents dV_{j-1} = n e_s^T for a kernel basis n
+# and s = 1..d_{j-2}. Generic rank M_j = min(d_j + 2 a_j, d_{j-1}); the block is used only when
+# the F_p rank attains it, so the kernel basis spans the same space as the Cramer-rule polynomial
+# kernel vectors (the upper bound stays sound). Proof and counts: docs/hidden_directions.md.
+
+def readout_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
+                              ) -> tuple[torch.Tensor, list[str], list[str]]:
+    """Tangents dV_{j-1} = n e_s^T with [V_j; Q_j; K_j] n = 0 (NOTE above), rows of length n_params."""
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    rows, labels, skipped = [], [], []
+    for j in range(2, arch.n_layers + 1):
+        d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
+        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
+        generic = min(M.shape[0], d_in)
+        if generic == d_in:
+            continue
+        if rank_mod_p(M.numpy(), p) != generic:
+            skipped.append(f"layer {j}: rank [V; Q; K]_{j} mod p below its generic rank {generic}")
+            continue
+        kernel = torch.from_numpy(nullspace_mod_p(M.numpy(), p)).T      # (k, d_in)
+        k = kernel.shape[0]
+        block = torch.zeros((k, d_prev, arch.n_params), dtype=torch.int64)
+        start = offsets[f"V_{j - 1}"]
+        for s_ in range(d_prev):
+            block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
+        rows.append(block.reshape(-1, arch.n_params))
+        labels += [f"read-out V_{j - 1} + n y, [V; Q; K]_{j} n = 0"] * (k * d_prev)
+    if not rows:
+        return torch.zeros((0, arch.n_params), dtype=torch.int64), labels, skipped
+    return torch.cat(rows), labels, skipped
+
+
 def all_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
                           ) -> tuple[torch.Tensor, list[str], list[str]]:
-    """Known symmetry tangents (`symmetry_tangents`) plus the hidden ones, reduced mod p."""
+    """Known symmetry tangents (`symmetry_tangents`) plus the hidden and read-out ones, mod p."""
     known, labels = symmetry_tangents(arch, weights)
     hidden, hidden_labels, skipped = hidden_symmetry_tangents(arch, weights, p)
-    return torch.cat([known % p, hidden]), labels + hidden_labels, skipped
+    readout, readout_labels, skipped_readout = readout_symmetry_tangents(arch, weights, p)
+    return (torch.cat([known % p, hidden, readout]), labels + hidden_labels + readout_labels,
+            skipped + skipped_readout)
 
 
 def staircase_rank_mod_p(matrix: torch.Tensor, boundaries: list[int], p: int) -> tuple[int, list[int]]:

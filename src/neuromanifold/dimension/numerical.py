@@ -13,13 +13,15 @@ import warnings
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_seed, check_choice, check_int
-from ..core.formulas import effective_width, expected_dim
+from ..core.checks import (bad_value, check_architecture, check_seed, check_choice, check_int,
+                           check_positive_float)
+from ..core.formulas import effective_width, expected_dim, general
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
@@ -43,16 +45,44 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
+    """Float tangents dV_{j-1} = n e_s^T, n spanning ker [V_j; Q_j; K_j] (the read-out symmetry of
+    docs/hidden_directions.md), for lightning and softmax alike (layer j reads only [V; Q; K]_j Z).
+
+    The kernel is the span of the right singular vectors past the generic rank
+    min(d_j + 2 a_j, d_{j-1}); nothing is returned for a layer where d_{j-1} <= d_j + 2 a_j.
+    """
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    ref = weights.V[0]
+    rows = []
+    for j in range(2, arch.n_layers + 1):
+        d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
+        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
+        if M.shape[0] >= d_in:
+            continue
+        kernel = torch.linalg.svd(M, full_matrices=True).Vh[M.shape[0]:]      # (k, d_in)
+        block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
+        start = offsets[f"V_{j - 1}"]
+        for s_ in range(d_prev):
+            block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
+        rows.append(block.reshape(-1, arch.n_params))
+    return torch.cat(rows) if rows else torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device)
+
+
 def _symmetry_split(arch: Architecture, weights):
     """Where the symmetry tangents are split off: a gauge (free columns, no tangent matrix;
-    `gauge.py`) where one applies, else R^P = span(tangents) + complement (float)."""
+    `gauge.py`) where one applies, else R^P = span(tangents) + complement (float), the read-out
+    tangents included. The gauge's free columns still give the rank of J (the dropped columns are
+    determined by the free ones through the GL tangents); its bound omits the read-out symmetry,
+    so it is only looser there.
+    """
     from .gauge import gauge_split  # noqa: PLC0415
 
     gauge = gauge_split(arch, weights)
     if gauge is not None:
         return gauge
     tangents, _ = symmetry_tangents(arch, weights)
-    return KernelSplit.from_tangents(tangents)
+    return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
@@ -69,12 +99,14 @@ def min_samples_required(arch: Architecture) -> int:
 def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
                   device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
                   min_samples: int | None = None, max_samples: int | None = None,
+                  max_seconds: float | None = None,
                   progress: Progress | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
-    N is grown (x1.5) until the rank stops changing or meets the symmetry upper bound, unless
-    `samples` fixes it. Rank rule: largest gap in the singular values; a gap below `min_gap`
+    N is grown (x1.5, `growth.grow_samples`) until a batch adds no rank or the rank meets the
+    symmetry upper bound, with a clear gap, unless `samples` fixes it; at `max_samples` or
+    `max_seconds` it stops with status `stopped`. Rank rule: largest gap in the singular values; a gap below `min_gap`
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
     `AmbiguousRankWarning`. Numerical: not a proof.
     """
@@ -87,6 +119,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             raise bad_value(
                 "samples", f"at least {floor} for {arch} (N t d_l >= n_params = {arch.n_params})",
                 samples, f"Pass --samples {floor} or more, or leave it out to choose N automatically.")
+    if max_seconds is not None:
+        max_seconds = check_positive_float("max_seconds", max_seconds)
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
@@ -108,51 +142,50 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     gen = seeded_generator(seed, "inputs")
     block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
 
-    kept: list[torch.Tensor] = []  # row blocks not yet folded into R
-    R = None
-    n_done, t_jac, t_rank, leak = 0, 0.0, 0.0, 0.0
-    history: list[tuple[int, int]] = []
-    previous = None
-    saturated_by = None
-    while True:
-        while n_done < target:
-            n_new = min(block, target - n_done)
+    state = {"R": None, "kept": [], "jacobian": 0.0, "rank": 0.0, "leak": 0.0}
+
+    def add(n_done: int, n_target: int) -> None:
+        state["n"] = n_target
+        while n_done < n_target:
+            n_new = min(block, n_target - n_done)
             X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64).to(dev)
             t0 = time.perf_counter()
             reduced, block_leak = split.rows(arch, params, X)
-            leak = max(leak, block_leak)
-            kept.append(reduced)
-            t_jac += time.perf_counter() - t0
+            state["leak"] = max(state["leak"], block_leak)
+            state["kept"].append(reduced)
+            state["jacobian"] += time.perf_counter() - t0
             n_done += n_new
-            say(f"N = {n_done}/{target} samples: Jacobian rows computed")
+            say(f"N = {n_done}/{n_target} samples: Jacobian rows computed")
+
+    def measure():
         t1 = time.perf_counter()
-        stacked = torch.cat(([R] if R is not None else []) + kept)
-        kept = []
+        stacked = torch.cat(([state["R"]] if state["R"] is not None else []) + state["kept"])
+        state["kept"] = []
         if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
             say(f"folding {stacked.shape[0]} rows into a triangular factor")
             stacked = torch.linalg.qr(stacked, mode="r").R
-        R = stacked
-        say(f"N = {n_done}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
+        state["R"] = R = stacked
+        say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
         # Column scaling keeps the rank too; R's column norms are J's.
         sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
-        t_rank += time.perf_counter() - t1
-        nr = numerical_rank(sv, n_done * rows_per_sample, n_cols)
-        history.append([n_done, nr.rank])
-        say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
-        clear = not nr.is_ambiguous(min_gap)
-        saturated_by = None
-        if nr.rank >= upper:
-            saturated_by = "symmetry bound"
-        elif previous is not None and previous.rank == nr.rank:
-            saturated_by = "stable rank"
-        # More samples both saturate the rank and widen the gap, so grow N until both hold.
-        if (saturated_by and clear) or samples is not None or n_done >= max_samples:
-            break
-        previous = nr
-        target = min(max_samples, math.ceil(n_done * 1.5))
+        state["rank"] += time.perf_counter() - t1
+        nr = numerical_rank(sv, state["n"] * rows_per_sample, n_cols)
+        say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        return nr
+
+    # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
+    grown = grow_samples(
+        target, add, measure, rank_of=lambda nr: nr.rank, upper=upper,
+        fixed=samples is not None, next_target=lambda n_done, _rank: math.ceil(n_done * 1.5),
+        clear=lambda nr: not nr.is_ambiguous(min_gap), max_samples=max_samples,
+        max_seconds=max_seconds, say=say)
+    nr, n_done, history = grown.measurement, grown.n_done, grown.history
+    t_jac, t_rank, leak = state["jacobian"], state["rank"], state["leak"]
+    saturated_by = {"bound": "symmetry bound", "saturated": "stable rank"}.get(grown.reason)
 
     notes = []
+    status_if_capped = None  # `stopped` only when the gap was clear and the rank still growing
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
         notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}, "
@@ -163,23 +196,27 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
     if saturated_by is None:
+        if grown.reason == "cap" and not ambiguous:
+            status_if_capped = "stopped"  # clear readings, but the rank was still growing
         ambiguous = True
         if samples is not None:
             notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
                          "fixed: saturation in N not verified (leave --samples out to grow N)")
         else:
-            notes.append(f"rank still growing at N = {n_done} (max_samples reached)")
+            notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
     else:
         notes.append(f"saturated in N: {saturated_by}")
     status = "ambiguous" if ambiguous else "settled"
-    if ambiguous:
-        warnings.warn(f"{arch}: numerical rank {nr.rank} is ambiguous: " + "; ".join(notes),
+    if grown.reason == "cap" and status_if_capped:
+        status = status_if_capped
+    if status != "settled":
+        warnings.warn(f"{arch}: numerical rank {nr.rank} is {status}: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank,
         method="numerical", status=status, formula=expected_dim(arch),
-        conjecture=effective_width(arch), upper_bound=upper, gap=nr.gap,
+        conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                           "total": total},

@@ -57,6 +57,7 @@ class DimensionResult:
     status: Status
     formula: FormulaValue
     conjecture: FormulaValue
+    general: FormulaValue | None = None
     lower_bound: int | None = None
     upper_bound: int | None = None
     gap: float | None = None
@@ -93,6 +94,7 @@ class DimensionResult:
         out = asdict(self)
         out["formula"] = self.formula.to_dict()
         out["conjecture"] = self.conjecture.to_dict()
+        out["general"] = None if self.general is None else self.general.to_dict()
         out["fiber_dim"] = self.fiber_dim
         out["is_settled"] = self.is_settled
         if out["symmetries"] is None:
@@ -148,6 +150,8 @@ class DimensionResult:
         lines = [("architecture", text), ("seed", str(self.seed)),
                  ("parameters", str(self.n_params)), ("dimension", self.describe_dimension()),
                  ("fiber dimension", str(self.fiber_dim)), ("formula", self.describe_formula())]
+        if self.general is not None and self.general.hypotheses_hold:
+            lines.append(("general", self.describe_formula(self.general)))
         c = self.conjecture
         lines.append(("conjecture", f"{c.name} = {c.value} ({c.status}"
                       + ("" if c.hypotheses_hold else "; outside its stated range") + ")"))

@@ -290,8 +290,15 @@ def load_grid(spec: str | os.PathLike) -> Grid:
     return Grid(tuple(items), skipped, source)
 
 
+# Version of the dimension methods a row was computed with, part of every item key: bump it when a
+# change to the rank paths or the symmetry bound can change a result, so that a sweep into an
+# existing store recomputes instead of skipping rows made by the older method.
+# v=2: grow N until certified/saturated/capped; corrected hidden block; read-out symmetry.
+METHOD_VERSION = 2
+
+
 def item_key(item: dict, seed: int) -> str:
-    """Canonical key of a grid item, e.g. 'lightning;widths=3,3,3;keys=2,2;tokens=3;method=auto;seed=0'."""
+    """Canonical key of a grid item, e.g. 'lightning;widths=3,3,3;keys=2,2;tokens=3;method=auto;seed=0;v=2'."""
     parts = [item["attention"], "widths=" + ",".join(map(str, item["widths"])),
              "keys=" + ",".join(map(str, item["keys"])), f"tokens={item['tokens']}",
              f"method={item['method']}"]
@@ -302,7 +309,7 @@ def item_key(item: dict, seed: int) -> str:
         if value is not None and value not in BLOCK_DEFAULTS[name]:
             parts.append(f"{name}=" + (",".join(map(str, value)) if isinstance(value, (tuple, list))
                                        else str(value).lower()))
-    parts.append(f"seed={seed}")
+    parts += [f"seed={seed}", f"v={METHOD_VERSION}"]
     return ";".join(parts)
 
 
