@@ -44,7 +44,7 @@ def test_block_grid_items_and_keys(tmp_path):
     grid = load_grid(_grid(tmp_path, BLOCK_GRID))
     assert len(grid) == 8
     keys = {item_key(i, 0) for i in grid.items}
-    assert "lightning;widths=3,3;keys=3;tokens=3;method=auto;heads=2;values=3;residual=true;mlp=2;seed=0" in keys
+    assert "lightning;widths=3,3;keys=3;tokens=3;method=auto;heads=2;values=3;residual=true;mlp=2;seed=0;v=2" in keys
     assert all(item_architecture(i).values == (3,) for i in grid.items)
 
 
@@ -56,9 +56,10 @@ def _v1_copy(tmp_path) -> Path:
 
 
 def test_paper_items_keep_their_keys(tmp_path):
-    """A grid without block options gives exactly the keys it gave before they existed."""
+    """A grid without block options gives the keys it gave before they existed, but for the
+    method version that ends every key now (`;v=2`: a rerun recomputes rows of the old method)."""
     keys = sorted(item_key(i, 0) for i in load_grid(_grid(tmp_path, V1_GRID)).items)
-    assert keys == sorted(r["item_key"] for r in read_results(_v1_copy(tmp_path)))
+    assert keys == sorted(r["item_key"] + ";v=2" for r in read_results(_v1_copy(tmp_path)))
 
 
 def test_grid_skips_what_is_not_an_architecture(tmp_path):
@@ -85,29 +86,32 @@ def test_bad_block_options_in_a_grid(tmp_path):
 
 def test_v1_store_is_read_and_migrated(tmp_path):
     """A store written by the schema-1 code: read as the paper's model, migrated on write, and a
-    re-run of its grid recomputes nothing while block items are added beside its rows."""
+    re-run of its grid adds rows of the current method version beside the old ones (never over
+    them), and block items are added beside both."""
     db = _v1_copy(tmp_path)
     before = read_results(db)
     assert len(before) == 4 and {r["heads"] for r in before} == {"1", "1,1"}
     assert all(r["residual"] == 0 and r["norm"] == "none" for r in before)
     summary = sweep(_grid(tmp_path, V1_GRID), db)
-    assert (summary.n_already_done, summary.n_written) == (4, 0)
+    assert (summary.n_already_done, summary.n_written) == (0, 4)
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == STORE_SCHEMA_VERSION == 2
     conn.close()
     check_store(db)
     sweep(_grid(tmp_path, BLOCK_GRID, "blocks.toml"), db)
     after = read_results(db)
-    assert len(after) == 12
-    assert [(r["dimension"], r["status"]) for r in after[:4]] == [(r["dimension"], r["status"])
-                                                                  for r in before]
+    assert len(after) == 16
+    assert [(r["item_key"], r["dimension"], r["status"]) for r in after[:4]] == [
+        (r["item_key"], r["dimension"], r["status"]) for r in before]
+    rerun = {r["item_key"][:-len(";v=2")]: (r["dimension"], r["status"]) for r in after[4:8]}
+    assert rerun == {r["item_key"]: (r["dimension"], r["status"]) for r in before}
     mlp = [r for r in after if r["heads"] == "2" and r["mlp"] == "2"]
     assert sorted((r["residual"], r["dimension"], r["status"]) for r in mlp) == [
         (0, 30, "certified"), (1, 42, "certified")]
     out = write_report(db, tmp_path / "report")
     rows = list(csv.DictReader(open(out["files"][0])))
     assert {"heads", "value_widths", "residual", "mlp", "activation", "norm"} <= set(rows[0])
-    assert len(rows) == 12
+    assert len(rows) == 16
 
 
 def test_shipped_blocks_map_grid():
