@@ -43,6 +43,8 @@ BAD_CALLS = {
     "classify_layer weights": lambda: nm.classify_layer("W.npz"),
     "classify_layer tokens": lambda: nm.classify_layer(nm.random_weights(nm.Architecture((3, 2), (3,), 3)),
                                                        tokens=0),
+    "functional_dim module": lambda: nm.functional_dim("model", [1.0]),
+    "functional_dim no parameters": lambda: nm.functional_dim(__import__("torch").nn.ReLU(), [1.0]),
     "read_weights path": lambda: nm.read_weights("/nonexistent/W.npz"),
     "write_weights weights": lambda: nm.write_weights("/tmp/never-written.npz", [1, 2]),
 }

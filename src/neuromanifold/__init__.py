@@ -27,6 +27,7 @@ _EXPORTS = {
     "FormulaValue": "core.formulas",
     "neuromanifold_dim": "dimension.api",
     "DimensionResult": "dimension.result",
+    "functional_dim": "models.functional",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -84,6 +85,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .core.symmetries import symmetry_tangents
     from .dimension.api import neuromanifold_dim
     from .dimension.result import DimensionResult
+    from .models.functional import functional_dim
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function
