@@ -151,9 +151,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     notes = []
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
-        notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}, "
-                     f"sigma_r+1 = {nr.sigma_after:.1e} vs round-off {nr.floor:.1e}); need a gap "
-                     f">= {min_gap} decades, a clear runner-up margin and sigma_r+1 near round-off")
+        notes.append(nr.ambiguity_note(min_gap))
     notes.append(f"rank read on the complement of {split.rank} symmetry tangents "
                  f"(their Jacobian image: {leak:.1e} of the total)")
     if leak > _MAX_LEAK:
