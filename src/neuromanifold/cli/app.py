@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, dim, fiber, figure1, figure3, report, sweep
+from . import classify, count, dim, fiber, figure1, figure3, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -33,6 +33,7 @@ app.command("fiber")(fiber.fiber)
 app.command("figure1")(figure1.figure1)
 app.command("sweep")(sweep.sweep_command)
 app.command("report")(report.report_command)
+app.command("count")(count.count_command)
 
 EXIT_INTERRUPTED = 130
 
