@@ -68,6 +68,10 @@ BAD_COMMANDS = [
     ["figure1", "--grid", "2", "--out", "/tmp/nm-never-made"],
     ["sweep", "/nonexistent/grid.toml", "--db", "/tmp/nm-never-made.sqlite"],
     ["report", "/nonexistent/store.sqlite", "--out", "/tmp/nm-never-made"],
+    ["count", "/nonexistent/config.json"],
+    ["count", "--model-type", "t5"],
+    ["dim", "--hf-config", "/nonexistent/config.json", "--shrink", "layers=2"],
+    ["dim", "--hf-config", "/nonexistent/config.json", "--shrink", "depth=2"],
 ]
 
 

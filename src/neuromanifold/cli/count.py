@@ -40,7 +40,8 @@ def _table(result: dict) -> str:
         lines.append(f"  {r['rule']:<58} {r['per_layer']:>8,} / {r['total']:>12,}")
         lines.append(f"      why: {r['why']}")
     built = result.get("model_class_parameters")
-    same = "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}"
+    same = ("not checked: transformers is not installed" if built is None
+            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
     lines.append(f"parameters       {result['n_params']:,} ({result['model_class']} built on the "
                  f"meta device: {same})")
     lines.append(f"symmetry dims    {result['symmetry_total']:,} (attention: "
@@ -65,7 +66,7 @@ def count_command(
 
     spec = spec_from_options(config, model_type)
     result = hf.count(spec)
-    result["model_class_parameters"] = hf.model_parameters(spec)
+    result["model_class_parameters"] = hf.model_parameters(spec) if hf.have_transformers() else None
     check = None
     if validate:
         progress = None if as_json else (lambda msg: err.print(msg, style="dim"))

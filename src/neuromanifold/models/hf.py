@@ -287,6 +287,23 @@ def shrunk_spec(spec: Spec, *, layers: int = 2, heads: int = 4, head_dim: int = 
                    type_vocab=spec.type_vocab)
 
 
+def have_transformers() -> bool:
+    """True when the optional extra (transformers) can be imported."""
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    if "transformers" in sys.modules:
+        return sys.modules["transformers"] is not None
+    return importlib.util.find_spec("transformers") is not None
+
+
+def require_transformers(what: str) -> None:
+    """One-line InputError when the optional extra is missing."""
+    if not have_transformers():
+        raise bad_value("transformers", f"installed for {what}", "not installed",
+                        "Install the extra: pip install 'neuromanifold[hf]'.")
+
+
 def model_parameters(spec: Spec) -> int:
     """Parameters of the transformers model class of `spec`, built on the meta device (no memory,
     no download): a check that the per-component formulas describe the real class."""
@@ -298,6 +315,7 @@ def model_parameters(spec: Spec) -> int:
 
 
 def _base_model(spec: Spec):
+    require_transformers(f"building a {MODEL_CLASSES[spec.model_type]}")
     from transformers import AutoModel, BertModel  # noqa: PLC0415
 
     config = hf_config(spec)
