@@ -50,6 +50,8 @@ BAD_CALLS = {
         nm.Architecture((3, 3), (2,), 3, "softmax"), method="certified", precision=4),
     "rank_at_point method": lambda: nm.rank_at_point(ARCH, _weights(), method="exact"),
     "rank_at_point precision": lambda: nm.rank_at_point(ARCH, _weights(), precision=0),
+    "functional_dim module": lambda: nm.functional_dim("model", [1.0]),
+    "functional_dim no parameters": lambda: nm.functional_dim(__import__("torch").nn.ReLU(), [1.0]),
     "read_weights path": lambda: nm.read_weights("/nonexistent/W.npz"),
     "write_weights weights": lambda: nm.write_weights("/tmp/never-written.npz", [1, 2]),
     "Architecture heads": lambda: nm.Architecture((4, 4), (2,), 3, heads=(0,)),
@@ -98,6 +100,10 @@ BAD_COMMANDS = [
     ["figure1", "--grid", "2", "--out", "/tmp/nm-never-made"],
     ["sweep", "/nonexistent/grid.toml", "--db", "/tmp/nm-never-made.sqlite"],
     ["report", "/nonexistent/store.sqlite", "--out", "/tmp/nm-never-made"],
+    ["count", "/nonexistent/config.json"],
+    ["count", "--model-type", "t5"],
+    ["dim", "--hf-config", "/nonexistent/config.json", "--shrink", "layers=2"],
+    ["dim", "--hf-config", "/nonexistent/config.json", "--shrink", "depth=2"],
 ]
 
 

@@ -28,6 +28,7 @@ _EXPORTS = {
     "neuromanifold_dim": "dimension.api",
     "DimensionResult": "dimension.result",
     "rank_at_point": "dimension.point",
+    "functional_dim": "models.functional",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.api import neuromanifold_dim
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
+    from .models.functional import functional_dim
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function

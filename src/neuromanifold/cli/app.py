@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, dim, fiber, figure1, figure3, heads, rank, report, sweep
+from . import classify, count, dim, fiber, figure1, figure3, heads, rank, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -35,6 +35,7 @@ app.command("figure1")(figure1.figure1)
 app.command("sweep")(sweep.sweep_command)
 app.command("report")(report.report_command)
 app.command("rank")(rank.rank)
+app.command("count")(count.count_command)
 
 EXIT_INTERRUPTED = 130
 

@@ -10,8 +10,8 @@ from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr
 
 
 def dim(
-    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 5,3,3,5."),
-    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2,2,2."),
+    widths: Optional[str] = typer.Option(None, help="Widths d_0,...,d_l, e.g. 5,3,3,5."),
+    keys: Optional[str] = typer.Option(None, help="Key widths a_1,...,a_l, e.g. 2,2,2."),
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
     temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
@@ -37,8 +37,22 @@ def dim(
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
                                              "exceeds this: 16G, 500M, or a fraction such as 0.5 "
                                              "of the available memory (default 0.8)."),
+    hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json "
+                                            "(gpt2, llama, mistral, qwen2, bert): measure it shrunk."),
+    shrink: Optional[str] = typer.Option(None, help="With --hf-config: the shrunk size, e.g. "
+                                         "layers=2,heads=4,head_dim=2,intermediate=12,vocab=7 "
+                                         "(--tokens gives the sequence length)."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
+    if hf_config is not None or shrink is not None:
+        from .hfdim import hf_dim  # noqa: PLC0415
+
+        return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json)
+    if widths is None or keys is None:
+        from ..core.checks import bad_value  # noqa: PLC0415
+
+        raise bad_value("widths", "given with --keys (or --hf-config CONFIG.json --shrink ...)",
+                        widths, "Pass e.g. --widths 3,3,3 --keys 2,2.")
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
                                     activation=activation, norm=norm)

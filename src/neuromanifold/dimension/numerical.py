@@ -188,9 +188,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     status_if_capped = None  # `stopped` only when the gap was clear and the rank still growing
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
-        notes.append(f"singular-value gap {nr.gap:.2f} decades (runner-up {nr.runner_up_gap:.2f}, "
-                     f"sigma_r+1 = {nr.sigma_after:.1e} vs round-off {nr.floor:.1e}); need a gap "
-                     f">= {min_gap} decades, a clear runner-up margin and sigma_r+1 near round-off")
+        notes.append(nr.ambiguity_note(min_gap))
     notes.append(split.note(leak))
     if leak > _MAX_LEAK:
         ambiguous = True

@@ -69,6 +69,12 @@ class NumericalRank:
         return (self.gap < min_gap or self.runner_up_gap > self.gap - RUNNER_UP_MARGIN_DECADES
                 or self.sigma_after > ROUNDOFF_FACTOR * self.floor)
 
+    def ambiguity_note(self, min_gap: float = MIN_GAP_DECADES) -> str:
+        """Why the rank is not settled, in one line (for result notes)."""
+        return (f"singular-value gap {self.gap:.2f} decades (runner-up {self.runner_up_gap:.2f}, "
+                f"sigma_r+1 = {self.sigma_after:.1e} vs round-off {self.floor:.1e}); need a gap "
+                f">= {min_gap} decades, a clear runner-up margin and sigma_r+1 near round-off")
+
     def is_settled(self, min_gap: float = MIN_GAP_DECADES) -> bool:
         """The negation of `is_ambiguous`."""
         return not self.is_ambiguous(min_gap)

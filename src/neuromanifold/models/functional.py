@@ -1,0 +1,348 @@
+"""`functional_dim`: the functional dimension of any PyTorch module (docs/models.md).
+
+The functional dimension of a module at generic parameters theta is the rank of the Jacobian of
+theta -> (module_theta(x_1), ..., module_theta(x_N)) for enough inputs x_n. It is computed in
+float64 and read by the one rank rule of `dimension.rank` (largest singular-value gap), exactly as
+`neuromanifold_dim(method="numerical")` reads it for the paper's networks. The Jacobian is not
+rescaled column by column: a parameter the output ignores keeps a round-off column and cannot be
+promoted to a direction.
+
+Jacobian modes, tried in order until one works (the result records which one was used):
+  forward                 torch.func.jvp under vmap, one column per parameter;
+  forward, math attention the same with the fused attention kernels switched off
+                          (scaled_dot_product_attention on its math backend, the
+                          nn.MultiheadAttention fast path disabled);
+  reverse, math attention torch.func.vjp under vmap, one row per output coordinate;
+  reverse, looped         torch.autograd.grad one output coordinate at a time (no vmap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+
+from ..core.checks import bad_type, bad_value, check_int, check_seed
+from ..core.formulas import FormulaValue
+from ..core.seeds import seeded_generator
+from ..dimension.jacobians import KernelSplit
+from ..dimension.numerical import resolve_device
+from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
+from ..errors import ComputationError
+
+# Bytes one chunk of Jacobian columns (or rows) may use for its outputs.
+_CHUNK_BYTES = 256 * 2 ** 20
+# Largest ||J Q1|| / ||J|| (Jacobian on given symmetry tangents) accepted as round-off.
+_MAX_LEAK = 1e-9
+MODES = ("forward", "forward, math attention", "reverse, math attention", "reverse, looped")
+# What a failing autodiff transform raises on an unsupported kernel (not bad input).
+_TRANSFORM_ERRORS = (RuntimeError, NotImplementedError)
+# What a module's own forward raises on inputs of the wrong shape or kind.
+_FORWARD_ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
+
+
+def _none(n_params: int) -> FormulaValue:
+    return FormulaValue("no closed form", n_params, False, "a network of the paper's family",
+                        "none", "parameter count")
+
+
+@contextlib.contextmanager
+def math_attention():
+    """Switch off fused attention kernels: SDPA on its math backend, no MHA fast path."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+
+    mha = getattr(torch.backends, "mha", None)
+    previous = mha.get_fastpath_enabled() if mha is not None else None
+    if mha is not None:
+        mha.set_fastpath_enabled(False)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        if mha is not None:
+            mha.set_fastpath_enabled(previous)
+
+
+def _as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _prepare(batch, dev: torch.device, name: str = "inputs") -> tuple:
+    """Inputs as a tuple of tensors on `dev`, floating ones in float64."""
+    out = []
+    for x in _as_tuple(batch):
+        if not isinstance(x, torch.Tensor):
+            raise bad_type(name, "a tensor, a tuple of tensors, or a callable inputs(n, generator) "
+                           "returning them", type(x).__name__,
+                           "Pass torch tensors with the batch along the first axis.")
+        out.append(x.to(dev, torch.float64) if x.is_floating_point() else x.to(dev))
+    return tuple(out)
+
+
+def _output_tensor(out) -> tuple[torch.Tensor, str]:
+    """The tensor whose entries are the outputs: the output itself, or its first entry."""
+    if isinstance(out, torch.Tensor):
+        return out, "the output tensor"
+    if isinstance(out, dict) and out:  # includes transformers' ModelOutput
+        key = next(iter(out))
+        return _output_tensor(out[key])[0], f"output '{key}'"
+    if isinstance(out, (tuple, list)) and out:
+        return _output_tensor(out[0])[0], "the first output"
+    raise bad_type("module", "a module whose forward returns a tensor (or a tuple or dict whose "
+                   "first entry is one)", type(out).__name__,
+                   "Wrap the module so that forward returns the tensor to be counted.")
+
+
+def _select(module: torch.nn.Module, params) -> dict[str, torch.Tensor]:
+    named = dict(module.named_parameters())
+    if not named:
+        raise bad_value("module", "a module with at least one parameter",
+                        type(module).__name__, "Pass a module with trainable weights.")
+    if params is None:
+        return named
+    if isinstance(params, str):
+        params = [params]
+    names = list(params)
+    unknown = [n for n in names if n not in named]
+    if unknown or not names:
+        raise bad_value("params", "names from module.named_parameters()", unknown or names,
+                        f"Choose among {', '.join(list(named)[:6])}{', ...' if len(named) > 6 else ''}.")
+    return {n: named[n] for n in dict.fromkeys(names)}
+
+
+class _Map:
+    """theta (flat, float64) -> flattened output of the module on a fixed batch."""
+
+    def __init__(self, module, chosen: dict, fixed: dict, batch: tuple):
+        self.module, self.fixed, self.batch = module, fixed, batch
+        self.names = list(chosen)
+        self.shapes = [chosen[n].shape for n in self.names]
+        self.sizes = [chosen[n].numel() for n in self.names]
+
+    def unflatten(self, theta: torch.Tensor) -> dict:
+        out, offset = dict(self.fixed), 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes):
+            out[name] = theta[offset: offset + size].reshape(shape)
+            offset += size
+        return out
+
+    def __call__(self, theta: torch.Tensor) -> torch.Tensor:
+        out = torch.func.functional_call(self.module, self.unflatten(theta), self.batch)
+        return _output_tensor(out)[0].reshape(-1)
+
+
+def _jacobian(f: _Map, theta: torch.Tensor, n_rows: int, mode: str) -> torch.Tensor:
+    """J (n_rows, P) of f at theta by `mode` (one of MODES)."""
+    from torch.func import jvp, vjp, vmap  # noqa: PLC0415
+
+    n = theta.shape[0]
+    guard = contextlib.nullcontext() if mode == "forward" else math_attention()
+    with guard:
+        if mode.startswith("forward"):
+            chunk = max(1, min(n, _CHUNK_BYTES // max(1, 8 * n_rows * 4)))
+            eye = torch.eye(n, dtype=theta.dtype, device=theta.device)
+            column = lambda v: jvp(f, (theta,), (v,))[1]  # noqa: E731
+            return torch.cat([vmap(column)(eye[s: s + chunk]) for s in range(0, n, chunk)]).T
+        if mode == "reverse, math attention":
+            _, pull = vjp(f, theta)
+            chunk = max(1, min(n_rows, _CHUNK_BYTES // max(1, 8 * n * 4)))
+            eye = torch.eye(n_rows, dtype=theta.dtype, device=theta.device)
+            return torch.cat([vmap(lambda u: pull(u)[0])(eye[s: s + chunk])
+                              for s in range(0, n_rows, chunk)])
+        leaf = theta.detach().requires_grad_(True)
+        y = f(leaf)
+        rows = [torch.autograd.grad(y[k], leaf, retain_graph=True, allow_unused=True)[0]
+                for k in range(n_rows)]
+        return torch.stack([torch.zeros_like(leaf) if r is None else r for r in rows]).detach()
+
+
+def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int | None = None,
+                   seed: int = 0, device: str = "cpu",
+                   symmetry_tangents: Callable | None = None,
+                   min_gap: float = MIN_GAP_DECADES, max_samples: int | None = None,
+                   progress: Progress | None = None) -> DimensionResult:
+    """Functional dimension of `module`: the float64 rank of d(outputs)/d(parameters).
+
+    Args:
+        module: a torch.nn.Module. A float64 copy is used in eval mode (no dropout); the module
+            passed in is left unchanged. Buffers are kept as constants.
+        inputs: a batch (a tensor or a tuple of tensors, the batch along axis 0), used as given;
+            or a callable `inputs(n, generator)` returning n fresh samples, in which case N grows
+            until the rank saturates.
+        params: names from `module.named_parameters()` to vary (default: all); the others
+            are held fixed.
+        samples: the first N for a callable `inputs` (fixed if given, else grown).
+        seed: seeds the generator handed to `inputs`.
+        device: `cpu`, `cuda` or `auto`.
+        symmetry_tangents: optional callable `symmetry_tangents(named) -> (k, P)` tensor of
+            tangent vectors at the parameters `named` (name -> tensor, in `params` order);
+            the rank is then read on their complement and n_params - k is the upper bound.
+        min_gap: decades of singular-value gap needed to settle the rank.
+        max_samples: cap on N when it grows (default 8 times the first N, at least 64).
+
+    Returns a `DimensionResult` (method `numerical`); its notes say which output was counted
+    and which Jacobian mode worked.
+
+    Example:
+        >>> import torch
+        >>> lin = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2, bias=False))
+        >>> r = functional_dim(lin, lambda n, g: torch.randn(n, 3, generator=g, dtype=torch.float64))
+        >>> (r.n_params, r.dimension, r.status)
+        (12, 8, 'settled')
+    """
+    import copy  # noqa: PLC0415
+
+    if not isinstance(module, torch.nn.Module):
+        raise bad_type("module", "a torch.nn.Module", type(module).__name__,
+                       "Pass the model object itself (e.g. an nn.Module built from its config).")
+    seed = check_seed(seed)
+    dev = resolve_device(device)
+    say = progress or (lambda _msg: None)
+    t_start = time.perf_counter()
+    _select(module, params)  # bad names fail before the copy
+    model = copy.deepcopy(module).to(dev, torch.float64).eval()
+    chosen = _select(model, params)
+    fixed = {n: p.detach() for n, p in model.named_parameters() if n not in chosen}
+    fixed.update(dict(model.named_buffers()))
+    theta = torch.cat([p.detach().reshape(-1) for p in chosen.values()])
+    n_params = theta.shape[0]
+    grow = callable(inputs) and not isinstance(inputs, torch.Tensor)
+    gen = seeded_generator(seed, "functional-inputs")
+    if samples is not None:
+        if not grow:
+            raise bad_value("samples", "left out when `inputs` is a fixed batch", samples,
+                            "Drop samples, or pass inputs as a callable inputs(n, generator).")
+        samples = check_int("samples", samples, minimum=1, fix="Pass N >= 1, e.g. 8.")
+
+    def draw(n: int) -> tuple:
+        return _prepare(inputs(n, gen) if grow else inputs, dev)
+
+    def call(batch: tuple):
+        try:
+            with torch.no_grad():
+                return _output_tensor(model(*batch))
+        except _FORWARD_ERRORS as exc:
+            shapes = ", ".join(str(tuple(x.shape)) for x in batch)
+            raise bad_value("inputs", "a batch the module's forward accepts", f"shapes {shapes}",
+                            f"Match the module's expected input shape ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}).") from exc
+
+    probe = draw(1 if grow else 0)
+    probe_out, output_name = call(probe)
+    batch_len = probe[0].shape[0] if probe[0].ndim else 1
+    rows_per_sample = max(1, probe_out.numel() // max(1, batch_len))
+
+    split = None
+    upper = n_params
+    if symmetry_tangents is not None:
+        named = {n: theta_part for n, theta_part in _Map(model, chosen, fixed, ()).unflatten(theta).items()
+                 if n in chosen}
+        tangents = torch.as_tensor(symmetry_tangents(named), dtype=torch.float64, device=dev)
+        if tangents.ndim != 2 or tangents.shape[1] != n_params:
+            raise bad_value("symmetry_tangents", f"a callable returning a (k, {n_params}) tensor",
+                            f"shape {tuple(tangents.shape)}",
+                            "Return one tangent vector per row, in the order of the parameters.")
+        split = KernelSplit.from_tangents(tangents)
+        upper = n_params - split.rank
+
+    if grow:
+        target = samples or max(2, math.ceil(2 * upper / rows_per_sample) + 1)
+        max_samples = max_samples or max(8 * target, 64)
+        batches: list[tuple] = []
+    else:
+        target = batch_len
+        max_samples = target
+        batches = [probe]
+    mode_used = None
+    R = None
+    n_done, t_jac, t_rank, leak = 0, 0.0, 0.0, 0.0
+    history: list = []
+    previous = nr = None
+    saturated_by = None
+    failures: list[str] = []
+    while True:
+        while n_done < target:
+            n_new = target - n_done
+            batch = draw(n_new) if grow else probe
+            # wrong shapes from a callable: one line, not an autodiff error
+            n_rows = call(batch)[0].numel() if grow else probe_out.numel()
+            f = _Map(model, chosen, fixed, batch)
+            t0 = time.perf_counter()
+            J = None
+            for mode in (MODES if mode_used is None else (mode_used,)):
+                try:
+                    J = _jacobian(f, theta, n_rows, mode)
+                except _TRANSFORM_ERRORS as exc:
+                    failures.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                    say(f"Jacobian mode '{mode}' failed; trying the next")
+                    continue
+                mode_used = mode
+                break
+            if J is None:
+                raise ComputationError("no Jacobian mode works on this module: " + " | ".join(failures))
+            if not bool(torch.isfinite(J).all()):
+                raise ComputationError("the Jacobian has non-finite entries at these parameters")
+            if split is not None:
+                J, block_leak = split.reduce(J)
+                leak = max(leak, block_leak)
+            stacked = J if R is None else torch.cat([R, J])
+            R = torch.linalg.qr(stacked, mode="r").R if stacked.shape[0] > stacked.shape[1] else stacked
+            t_jac += time.perf_counter() - t0
+            n_done += n_new
+            say(f"N = {n_done}: Jacobian rows computed ({mode_used})")
+        t1 = time.perf_counter()
+        sv = torch.linalg.svdvals(R)
+        t_rank += time.perf_counter() - t1
+        n_total_rows = n_done * rows_per_sample
+        nr = numerical_rank(sv, max(n_total_rows, R.shape[0]), R.shape[1])
+        history.append([n_done, nr.rank])
+        say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        saturated_by = None
+        if nr.rank >= upper:
+            saturated_by = "parameter count" if split is None else "symmetry bound"
+        elif previous is not None and previous.rank == nr.rank:
+            saturated_by = "stable rank"
+        if not grow or (saturated_by and nr.is_settled(min_gap)) or samples is not None \
+                or n_done >= max_samples:
+            break
+        previous = nr
+        target = min(max_samples, math.ceil(n_done * 1.5))
+
+    notes = [f"counted output: {output_name} of {type(module).__name__} "
+             f"({rows_per_sample} numbers per sample), float64, eval mode",
+             f"Jacobian mode: {mode_used}"]
+    notes += [f"Jacobian mode failed: {msg}" for msg in failures]
+    ambiguous = nr.is_ambiguous(min_gap)
+    if ambiguous:
+        notes.append(nr.ambiguity_note(min_gap))
+    if split is not None:
+        notes.append(f"rank read on the complement of {split.rank} symmetry tangents "
+                     f"(their Jacobian image: {leak:.1e} of the total)")
+        if leak > _MAX_LEAK:
+            ambiguous = True
+            notes.append(f"the given tangents are not in the float kernel (leak {leak:.1e})")
+    if saturated_by is None:
+        ambiguous = True
+        notes.append(f"rank {nr.rank} below the bound {upper} with N = {n_done} fixed or capped: "
+                     "saturation in N not verified" + ("" if grow else
+                                                      " (pass inputs as a callable to grow N)"))
+    else:
+        notes.append(f"saturated in N: {saturated_by}")
+    status = "ambiguous" if ambiguous else "settled"
+    if ambiguous:
+        warnings.warn(f"{type(module).__name__}: numerical rank {nr.rank} is ambiguous: "
+                      + "; ".join(notes), AmbiguousRankWarning, stacklevel=2)
+    return DimensionResult(
+        architecture={"module": type(module).__name__, "params": len(chosen),
+                      "jacobian_mode": mode_used},
+        n_params=n_params, dimension=nr.rank, method="numerical", status=status,
+        formula=_none(n_params), conjecture=_none(n_params), upper_bound=upper, gap=nr.gap,
+        sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
+        device=str(dev), seconds={"jacobian": t_jac, "rank": t_rank,
+                                          "total": time.perf_counter() - t_start},
+        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes)

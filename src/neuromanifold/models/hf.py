@@ -1,0 +1,449 @@
+"""Symmetry-aware parameter counts of Hugging Face transformer configurations (docs/models.md).
+
+`read_config` turns a published config.json (or a shipped one, by model type) into a `Spec`;
+`count` lists, per layer and in total, the parameters by component and the dimension of every
+continuous symmetry family, and subtracts them; `shrunk_spec` and `build_model` make a small
+random model of the same family that `functional_dim` can measure (`validate`).
+
+The counted output is the base model's last hidden state (after the final norm), for the model
+classes GPT2Model, LlamaModel, MistralModel, Qwen2Model and BertModel (without pooler).
+transformers is imported only inside the functions that build a model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+from ..core.checks import bad_value, check_choice, check_int, check_seed
+
+MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "bert")
+MODEL_CLASSES = {"gpt2": "GPT2Model", "llama": "LlamaModel", "mistral": "MistralModel",
+                 "qwen2": "Qwen2Model", "bert": "BertModel"}
+COUNTED_OUTPUT = "last hidden state of the base model (after its final norm)"
+DOCS = "docs/models.md"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the counting rules need to know about an architecture (one family of models)."""
+
+    model_type: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    layers: int
+    vocab: int
+    positions: int  # rows of a learned position table (0 under rotary embeddings)
+    type_vocab: int  # rows of a token-type table (BERT), else 0
+    rope: bool
+    q_bias: bool
+    k_bias: bool
+    v_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    norm: str  # layernorm (gain and bias) or rmsnorm (gain)
+    prenorm: bool
+    gated_mlp: bool
+    extra: dict  # remaining config fields, passed on when a model is built
+
+    @property
+    def groups(self) -> int:
+        """Key/value groups: heads sharing one key and one value projection (GQA)."""
+        return self.kv_heads
+
+
+def _field(cfg: dict, names, what: str, source: str):
+    for name in names:
+        if name in cfg and cfg[name] is not None:
+            return cfg[name]
+    raise bad_value(f"{source}: {names[0]}", f"given ({what})", "missing",
+                    f"Add \"{names[0]}\" to the config, as in the published config.json.")
+
+
+def shipped_config(model_type: str) -> dict:
+    """The shipped config.json of `model_type` (typed in from the published file)."""
+    model_type = check_choice("model_type", model_type, MODEL_TYPES)
+    text = resources.files("neuromanifold.models").joinpath(f"configs/{model_type}.json").read_text()
+    return json.loads(text)
+
+
+def load_config(path) -> dict:
+    """A config.json as a dict; one-line InputError if it cannot be read or parsed."""
+    p = Path(path)
+    if not p.is_file():
+        raise bad_value("config", "an existing config.json file", str(path),
+                        "Pass the path of a model's config.json, or --model-type gpt2|llama|"
+                        "mistral|qwen2|bert for a shipped one.")
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_value("config", "a readable JSON file", str(path),
+                        f"Fix the file ({type(exc).__name__}: {exc}).") from None
+    if not isinstance(cfg, dict):
+        raise bad_value("config", "a JSON object", type(cfg).__name__, "Pass a model's config.json.")
+    return cfg
+
+
+def read_config(config, source: str = "config") -> Spec:
+    """A `Spec` from a config dict (as in config.json); bad or inconsistent fields: InputError."""
+    if not isinstance(config, dict):
+        config = load_config(config)
+    mt = config.get("model_type")
+    if mt not in MODEL_TYPES:
+        raise bad_value(f"{source}: model_type", f"one of {', '.join(MODEL_TYPES)}", mt,
+                        "Only these families have counting rules; see docs/models.md.")
+
+    def num(names, what, minimum=1):
+        value = _field(config, names, what, source)
+        return check_int(f"{source}: {names[0]}", value, minimum=minimum,
+                         fix=f"Use the published value of {names[0]}.")
+
+    if mt == "gpt2":
+        d, H, L = num(["n_embd"], "width"), num(["n_head"], "heads"), num(["n_layer"], "layers")
+        common = dict(hidden=d, heads=H, kv_heads=H, intermediate=config.get("n_inner") or 4 * d,
+                      layers=L, vocab=num(["vocab_size"], "vocabulary"),
+                      positions=num(["n_positions"], "positions"), type_vocab=0, rope=False,
+                      q_bias=True, k_bias=True, v_bias=True, o_bias=True, mlp_bias=True,
+                      norm="layernorm", prenorm=True, gated_mlp=False)
+    elif mt == "bert":
+        pet = config.get("position_embedding_type", "absolute")
+        if pet != "absolute":
+            raise bad_value(f"{source}: position_embedding_type", "'absolute'", pet,
+                            "Relative position embeddings have no counting rule yet.")
+        d, H = num(["hidden_size"], "width"), num(["num_attention_heads"], "heads")
+        common = dict(hidden=d, heads=H, kv_heads=H, intermediate=num(["intermediate_size"], "MLP width"),
+                      layers=num(["num_hidden_layers"], "layers"), vocab=num(["vocab_size"], "vocabulary"),
+                      positions=num(["max_position_embeddings"], "positions"),
+                      type_vocab=num(["type_vocab_size"], "token types"), rope=False,
+                      q_bias=True, k_bias=True, v_bias=True, o_bias=True, mlp_bias=True,
+                      norm="layernorm", prenorm=False, gated_mlp=False)
+    else:
+        d, H = num(["hidden_size"], "width"), num(["num_attention_heads"], "heads")
+        kv = num(["num_key_value_heads"], "key/value heads") if config.get("num_key_value_heads") else H
+        attn_bias = bool(config.get("attention_bias", False))
+        qkv_bias = True if mt == "qwen2" else attn_bias
+        common = dict(hidden=d, heads=H, kv_heads=kv,
+                      intermediate=num(["intermediate_size"], "MLP width"),
+                      layers=num(["num_hidden_layers"], "layers"), vocab=num(["vocab_size"], "vocabulary"),
+                      positions=0, type_vocab=0, rope=True, q_bias=qkv_bias, k_bias=qkv_bias,
+                      v_bias=qkv_bias, o_bias=attn_bias and mt == "llama",
+                      mlp_bias=bool(config.get("mlp_bias", False)) and mt == "llama",
+                      norm="rmsnorm", prenorm=True, gated_mlp=True)
+    head_dim = config.get("head_dim") if mt in ("llama", "mistral", "qwen2") else None
+    if head_dim is None:
+        if d % H:
+            raise bad_value(f"{source}: hidden size", f"divisible by the number of heads ({H})", d,
+                            "Fix hidden_size or num_attention_heads (or give head_dim).")
+        head_dim = d // H
+    head_dim = check_int(f"{source}: head_dim", head_dim, minimum=1, fix="Use the published head_dim.")
+    if H % common["kv_heads"]:
+        raise bad_value(f"{source}: num_key_value_heads", f"a divisor of num_attention_heads ({H})",
+                        common["kv_heads"], "Fix num_key_value_heads.")
+    if common["rope"] and head_dim % 2:
+        raise bad_value(f"{source}: head_dim", "even under rotary embeddings", head_dim,
+                        "Fix head_dim or hidden_size / num_attention_heads.")
+    known = set(Spec.__dataclass_fields__)
+    extra = {k: v for k, v in config.items() if k not in known}
+    return Spec(model_type=mt, head_dim=head_dim, extra=extra, **common)
+
+
+def parameters(spec: Spec) -> dict:
+    """Parameters by component: {'embeddings': {...}, 'layer': {...}, 'final': {...}}."""
+    d, H, G, h, m = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate
+    b = lambda flag, n: n if flag else 0  # noqa: E731
+    norm = 2 * d if spec.norm == "layernorm" else d
+    emb = {"token embedding": spec.vocab * d}
+    if spec.positions:
+        emb["position embedding"] = spec.positions * d
+    if spec.type_vocab:
+        emb["token-type embedding"] = spec.type_vocab * d
+    if not spec.prenorm:
+        emb["embedding norm"] = norm
+    layer = {"attention Q": d * H * h + b(spec.q_bias, H * h),
+             "attention K": d * G * h + b(spec.k_bias, G * h),
+             "attention V": d * G * h + b(spec.v_bias, G * h),
+             "attention O": H * h * d + b(spec.o_bias, d)}
+    if spec.gated_mlp:
+        layer["MLP gate"] = d * m + b(spec.mlp_bias, m)
+        layer["MLP up"] = d * m + b(spec.mlp_bias, m)
+    else:
+        layer["MLP in"] = d * m + b(spec.mlp_bias, m)
+    layer["MLP out"] = m * d + b(spec.mlp_bias, d)
+    layer["norms"] = 2 * norm
+    final = {"final norm": norm} if spec.prenorm else {}
+    return {"embeddings": emb, "layer": layer, "final": final}
+
+
+def symmetry_rules(spec: Spec) -> list[dict]:
+    """Each continuous symmetry family: name, dimension per layer or once, and why (docs/models.md)."""
+    d, H, G, h, m = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate
+    rules = []
+
+    def add(name, per_layer, once, why):
+        part = ("attention" if any(w in name for w in ("(Q, K)", "(V, O)", "key bias", "value bias"))
+                else "other")
+        rules.append({"rule": name, "part": part, "per_layer": per_layer, "once": once, "why": why})
+
+    gqa = f" per key/value group ({G} groups of {H // G} heads)" if G != H else " per head"
+    if spec.rope:
+        add("(Q, K) mixing commuting with RoPE", G * h, 0,
+            f"q -> M q, k -> M^-T k{gqa}; M must commute with every rotary rotation: one complex "
+            f"scalar per rotated pair, dimension head_dim = {h}")
+    else:
+        add("(Q, K) mixing GL(head_dim)", G * h * h, 0,
+            f"q -> M q, k -> M^-T k{gqa} leaves every score q^T k unchanged: head_dim^2 = {h * h}")
+    add("(V, O) mixing GL(head_dim)", G * h * h, 0,
+        f"v -> M v, O_head -> O_head M^-1{gqa}: head_dim^2 = {h * h}")
+    if spec.k_bias and not spec.rope:
+        add("key bias ignored by softmax", G * h, 0,
+            "q_i^T b_k is the same for every key j, and softmax over j drops constants "
+            "(the library's key is the aggregated token)")
+    if spec.v_bias and spec.o_bias:
+        add("value bias absorbed into output bias", G * h, 0,
+            "attention weights sum to 1, so b_v passes through as O b_v, a constant the output bias "
+            "can take")
+    if spec.norm == "layernorm":
+        add("LayerNorm readers: direction 1 / g unseen", 3 * d + m, 0,
+            "a LayerNorm output g * n + b has n orthogonal to the all-ones vector, so a reader "
+            "W -> W + u (1/g)^T changes W y by the constant u (1/g)^T b, taken by the reader's bias "
+            "(Q, K, V and MLP-in read norms: 3 hidden + intermediate outputs)")
+        add("LayerNorm inputs: all-ones component of every write unseen", d + 1 + m + 1, 0,
+            "everything written to the residual stream reaches the output only through LayerNorms, "
+            "which subtract the mean: W_out -> W_out + 1 u^T and b_out -> b_out + c 1 for the "
+            "attention and MLP output projections")
+        tables = [spec.vocab, spec.positions] + ([spec.type_vocab] if spec.type_vocab else [])
+        k = len(tables)
+        add("embeddings: all-ones components and shifts between tables", 0,
+            sum(tables) + (k - 1) * (d - 1),
+            f"the summed embedding tables ({' + '.join(map(str, tables))} rows) are read through "
+            f"a LayerNorm: each row's all-ones component, and a vector moved from one table to "
+            f"another ({k - 1} x (hidden - 1) more)")
+    if spec.prenorm:
+        per = 2 * d if spec.norm == "layernorm" else d
+        add(f"{'LayerNorm gain and bias' if spec.norm == 'layernorm' else 'RMSNorm gain'} "
+            "absorbed into the next linear layer", 2 * per, 0,
+            "each pre-norm feeds only linear layers (Q, K, V; the MLP input), which can take "
+            "diag(g) (and b into their bias); the final norm is the output and is not absorbed")
+    if spec.gated_mlp:
+        add("gated MLP neuron rescaling", m, 0,
+            "up row j times c, down column j times 1/c: silu(gate x) * up x is linear in up x")
+    return rules
+
+
+def count(spec: Spec) -> dict:
+    """Parameters, symmetry dimensions and the symmetry-aware count, per layer and in total."""
+    params = parameters(spec)
+    rules = symmetry_rules(spec)
+    per_layer_params = sum(params["layer"].values())
+    total_params = (sum(params["embeddings"].values()) + spec.layers * per_layer_params
+                    + sum(params["final"].values()))
+    per_layer_sym = sum(r["per_layer"] for r in rules)
+    total_sym = spec.layers * per_layer_sym + sum(r["once"] for r in rules)
+    for r in rules:
+        r["total"] = spec.layers * r["per_layer"] + r["once"]
+    attention = sum(r["total"] for r in rules if r["part"] == "attention")
+    return {"model_type": spec.model_type, "model_class": MODEL_CLASSES[spec.model_type],
+            "counted_output": COUNTED_OUTPUT, "spec": {k: v for k, v in asdict(spec).items()
+                                                       if k != "extra"},
+            "parameters": params, "parameters_per_layer": per_layer_params,
+            "n_params": total_params, "symmetries": rules, "symmetry_per_layer": per_layer_sym,
+            "symmetry_total": total_sym, "attention_redundancy": attention,
+            "count": total_params - total_sym, "label": "estimate",
+            "label_why": "parameters minus the sum of the symmetry dimensions; the families' "
+                         "independence at this size is not computed (count --validate measures it "
+                         "on a shrunk model of the same family)",
+            "docs": DOCS}
+
+
+SHRINK_DEFAULTS = {"layers": 2, "heads": 4, "head_dim": 2, "intermediate": 12, "vocab": 7,
+                   "tokens": 4}
+
+
+def shrunk_spec(spec: Spec, *, layers: int = 2, heads: int = 4, head_dim: int = 2,
+                intermediate: int = 12, vocab: int = 7, tokens: int = 4) -> Spec:
+    """The same family scaled down: head structure kept (grouped heads stay grouped, 2 query
+    heads per key/value group), the position table cut to `tokens` rows (the positions used)."""
+    for name, value in (("layers", layers), ("heads", heads), ("head_dim", head_dim),
+                        ("intermediate", intermediate), ("vocab", vocab), ("tokens", tokens)):
+        check_int(f"shrink {name}", value, minimum=1, fix="Pass a small positive integer.")
+    if spec.rope and head_dim % 2:
+        raise bad_value("shrink head_dim", "even under rotary embeddings", head_dim, "Pass 2 or 4.")
+    kv = heads
+    if spec.kv_heads != spec.heads:
+        if heads % 2:
+            raise bad_value("shrink heads", "even for a grouped-query model (2 heads per group)",
+                            heads, "Pass 4.")
+        kv = heads // 2
+    return replace(spec, hidden=heads * head_dim, heads=heads, kv_heads=kv, head_dim=head_dim,
+                   intermediate=intermediate, layers=layers, vocab=vocab,
+                   positions=tokens if spec.positions else 0,
+                   type_vocab=spec.type_vocab)
+
+
+def have_transformers() -> bool:
+    """True when the optional extra (transformers) can be imported."""
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    if "transformers" in sys.modules:
+        return sys.modules["transformers"] is not None
+    return importlib.util.find_spec("transformers") is not None
+
+
+def require_transformers(what: str) -> None:
+    """One-line InputError when the optional extra is missing."""
+    if not have_transformers():
+        raise bad_value("transformers", f"installed for {what}", "not installed",
+                        "Install the extra: pip install 'neuromanifold[hf]'.")
+
+
+def model_parameters(spec: Spec) -> int:
+    """Parameters of the transformers model class of `spec`, built on the meta device (no memory,
+    no download): a check that the per-component formulas describe the real class."""
+    import torch  # noqa: PLC0415
+
+    with torch.device("meta"):
+        model = _base_model(spec)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _base_model(spec: Spec):
+    require_transformers(f"building a {MODEL_CLASSES[spec.model_type]}")
+    from transformers import AutoModel, BertModel  # noqa: PLC0415
+
+    config = hf_config(spec)
+    if spec.model_type == "bert":
+        return BertModel(config, add_pooling_layer=False)
+    return AutoModel.from_config(config)
+
+
+def hf_config(spec: Spec):
+    """A transformers config object for `spec` (transformers imported here only)."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    fields = dict(spec.extra)
+    fields.pop("model_type", None)
+    for key in ("architectures", "torch_dtype", "dtype", "transformers_version", "auto_map"):
+        fields.pop(key, None)
+    if spec.model_type == "gpt2":
+        fields.update(n_embd=spec.hidden, n_head=spec.heads, n_layer=spec.layers,
+                      n_positions=spec.positions, n_ctx=spec.positions, vocab_size=spec.vocab,
+                      n_inner=spec.intermediate)
+    elif spec.model_type == "bert":
+        fields.update(hidden_size=spec.hidden, num_attention_heads=spec.heads,
+                      num_hidden_layers=spec.layers, intermediate_size=spec.intermediate,
+                      vocab_size=spec.vocab, max_position_embeddings=spec.positions,
+                      type_vocab_size=spec.type_vocab, pad_token_id=0)
+    else:
+        fields.update(hidden_size=spec.hidden, num_attention_heads=spec.heads,
+                      num_key_value_heads=spec.kv_heads, head_dim=spec.head_dim,
+                      num_hidden_layers=spec.layers, intermediate_size=spec.intermediate,
+                      vocab_size=spec.vocab)
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            fields.pop(key, None)
+    return AutoConfig.for_model(spec.model_type, **fields)
+
+
+def build_model(spec: Spec, seed: int = 0, device: str = "cpu"):
+    """The base model of `spec` with generic random weights (float64, no download).
+
+    Every parameter is redrawn from a seeded stream, norm gains and biases included: the
+    library's initialisation (gains 1, biases 0) is a special point, not a generic one.
+    """
+    import torch  # noqa: PLC0415
+
+    from ..core.seeds import seeded_generator  # noqa: PLC0415
+
+    model = _base_model(spec).to(device, torch.float64).eval()
+    gen = seeded_generator(seed, f"hf-weights-{spec.model_type}")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(device)
+            if p.ndim >= 2:
+                p.copy_(noise / math.sqrt(p.shape[-1]) if "embed" not in name and "wte" not in name
+                        and "wpe" not in name else noise)
+            elif name.endswith("weight"):  # norm gains: positive, away from 0
+                p.copy_(torch.exp(0.25 * noise))
+            else:
+                p.copy_(0.25 * noise)
+    return model
+
+
+class _Hidden:
+    """Factory for the module functional_dim measures: ids (and token types) -> last hidden state."""
+
+    @staticmethod
+    def wrap(model, spec: Spec):
+        import torch  # noqa: PLC0415
+
+        class HiddenState(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, ids, types=None):
+                kwargs = {"token_type_ids": types} if types is not None else {}
+                return self.model(input_ids=ids, **kwargs).last_hidden_state
+
+        HiddenState.__name__ = MODEL_CLASSES[spec.model_type]
+        return HiddenState()
+
+
+def measure(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None):
+    """functional_dim of the base model of `spec` (meant for shrunk specs) on random token
+    sequences of length `spec.positions` (or 4 under rotary embeddings)."""
+    import torch  # noqa: PLC0415
+
+    from .functional import functional_dim  # noqa: PLC0415
+
+    seed = check_seed(seed)
+    model = build_model(spec, seed=seed)
+    tokens = spec.positions or spec.extra.get("_tokens", SHRINK_DEFAULTS["tokens"])
+    n_model = sum(p.numel() for p in model.parameters())
+    module = _Hidden.wrap(model, spec)
+
+    def draw(n, g):
+        ids = torch.randint(0, spec.vocab, (n, tokens), generator=g)
+        if spec.type_vocab:
+            return ids, torch.randint(0, spec.type_vocab, (n, tokens), generator=g)
+        return ids
+
+    result = functional_dim(module, draw, seed=seed, device=device, progress=progress)
+    return result, n_model
+
+
+def validate(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None, **shrink) -> dict:
+    """Shrink `spec`, count it and measure it: measured vs counted, with the time taken."""
+    small = shrunk_spec(spec, **{**SHRINK_DEFAULTS, **shrink})
+    tokens = {**SHRINK_DEFAULTS, **shrink}["tokens"]
+    small = replace(small, extra={**small.extra, "_tokens": tokens})
+    counted = count(small)
+    t0 = time.perf_counter()
+    result, n_model = measure(small, seed=seed, device=device, progress=progress)
+    seconds = time.perf_counter() - t0
+    agree = result.is_settled and result.dimension == counted["count"] and n_model == counted["n_params"]
+    finding = None
+    if n_model != counted["n_params"]:
+        finding = f"parameter count differs: model has {n_model}, the rules count {counted['n_params']}"
+    elif not result.is_settled:
+        finding = f"the measured rank is {result.status}; nothing is verified"
+    elif result.dimension != counted["count"]:
+        diff = counted["count"] - result.dimension
+        finding = (f"measured {result.dimension} vs counted {counted['count']}: "
+                   + (f"{diff} redundant directions the rules miss" if diff > 0 else
+                      f"{-diff} counted symmetry directions are not in the kernel"))
+    return {"model_type": spec.model_type, "model_class": MODEL_CLASSES[spec.model_type],
+            "counted_output": COUNTED_OUTPUT, "shrunk": {k: v for k, v in asdict(small).items()
+                                                         if k not in ("extra",)},
+            "tokens": tokens, "n_params": n_model, "counted": counted["count"],
+            "measured": result.dimension, "measured_status": result.status,
+            "verified": agree, "finding": finding, "seconds": seconds,
+            "jacobian_mode": result.architecture.get("jacobian_mode"),
+            "result": result.to_dict(), "count": counted}

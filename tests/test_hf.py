@@ -1,0 +1,92 @@
+"""Hugging Face configs: parameter formulas against the real classes, counts from the rules,
+bad configs, and the rules measured on shrunk random models (offline, no download)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from neuromanifold.cli import main
+from neuromanifold.errors import InputError
+from neuromanifold.models import hf
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("model_type", hf.MODEL_TYPES)
+def test_parameter_formulas_match_the_transformers_class(model_type):
+    spec = hf.read_config(hf.shipped_config(model_type))
+    assert hf.count(spec)["n_params"] == hf.model_parameters(spec)
+    small = hf.shrunk_spec(spec)
+    assert hf.count(small)["n_params"] == hf.model_parameters(small)
+
+
+def test_gpt2_small_full_size_count():
+    """GPT-2 small: 124,439,808 parameters (GPT2Model); attention redundancy per layer is
+    12 heads x 2 x 64^2 (GL on (Q, K) and (V, O)) + 768 (key bias) + 768 (value bias)."""
+    c = hf.count(hf.read_config(hf.shipped_config("gpt2")))
+    assert c["n_params"] == 124_439_808
+    assert c["attention_redundancy"] == 12 * (12 * 2 * 64 ** 2 + 2 * 768) == 1_198_080
+    assert c["count"] == c["n_params"] - c["symmetry_total"] and c["label"] == "estimate"
+
+
+def test_llama_rope_and_gqa_rules():
+    """Llama-3.2-1B: 8 KV groups of 4 heads, head_dim 64: RoPE leaves 64 of GL(64) on (Q, K)."""
+    c = hf.count(hf.read_config(hf.shipped_config("llama")))
+    rules = {r["rule"]: r["per_layer"] for r in c["symmetries"]}
+    assert rules["(Q, K) mixing commuting with RoPE"] == 8 * 64
+    assert rules["(V, O) mixing GL(head_dim)"] == 8 * 64 * 64
+    assert rules["gated MLP neuron rescaling"] == 8192
+    assert not any("key bias" in r for r in rules)
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama"])
+def test_shrunk_measurement_equals_count(model_type):
+    v = hf.validate(hf.read_config(hf.shipped_config(model_type)), seed=1)
+    assert v["measured_status"] == "settled"
+    assert v["measured"] == v["counted"], v["finding"]
+    assert v["verified"]
+
+
+@pytest.mark.parametrize("change", [
+    {"n_head": 5},                       # 768 not divisible by 5
+    {"model_type": "t5"},                # unknown family
+    {"n_embd": None},                    # missing field
+    {"n_layer": "twelve"},               # wrong type
+])
+def test_bad_configs_are_one_line(change, tmp_path):
+    cfg = {**hf.shipped_config("gpt2"), **change}
+    with pytest.raises(InputError) as info:
+        hf.read_config(cfg)
+    assert "\n" not in str(info.value)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["count", str(path)]) == 2
+
+
+def test_count_json_and_table(capsys):
+    assert main(["count", "--model-type", "bert", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model_class"] == "BertModel" and out["count"] < out["n_params"]
+    assert out["model_class_parameters"] == out["n_params"]
+    assert main(["count", "--model-type", "qwen2"]) == 0
+    assert "Qwen2Model" in capsys.readouterr().out
+
+
+def test_core_imports_without_transformers():
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "import torch, neuromanifold as nm\n"
+            "r = nm.functional_dim(torch.nn.Linear(2, 2), lambda n, g: torch.randn(n, 2, generator=g,"
+            " dtype=torch.float64))\n"
+            "from neuromanifold.models import hf\n"
+            "c = hf.count(hf.read_config(hf.shipped_config('gpt2')))\n"
+            "assert r.dimension == 6 and c['n_params'] == 124439808\n"
+            "from neuromanifold.cli import main\n"
+            "assert main(['count', '--model-type', 'gpt2']) == 0\n"
+            "assert main(['count', '--model-type', 'gpt2', '--validate']) == 2\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "transformers" in done.stderr and "not checked" in done.stdout
