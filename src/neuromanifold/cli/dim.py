@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..core.checks import check_seed
 from .common import EXIT_AMBIGUOUS, build_architecture, err, print_json
 
 
@@ -24,6 +25,7 @@ def dim(
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
+    check_seed(seed)
     arch = build_architecture(widths, keys, tokens, attention, temperature)
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)

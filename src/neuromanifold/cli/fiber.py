@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..core.checks import bad_value
+from ..core.checks import bad_value, check_seed
 from .common import print_json
 
 
@@ -21,6 +21,7 @@ def fiber(
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Do two weight files define the same function? If so, print the group element relating them."""
+    check_seed(seed)
     from ..geometry.fibers import same_function  # noqa: PLC0415
     from ..io.weightfiles import read_weights  # noqa: PLC0415
 

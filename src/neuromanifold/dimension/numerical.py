@@ -13,13 +13,14 @@ import warnings
 import torch
 
 from ..core.architecture import Architecture
+from ..core.limits import check_dense_memory
 from ..core.checks import bad_value, check_architecture, check_seed, check_choice, check_int
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit, jacobian
-from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
@@ -74,6 +75,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     """
     check_architecture(arch)
     seed = check_seed(seed)
+    check_dense_memory(arch.n_params, "the numerical dimension")
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
@@ -116,7 +118,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             t0 = time.perf_counter()
             J = jacobian(arch, params, X)
             # Row scaling keeps the rank and equilibrates a degree-3^l polynomial's dynamic range.
-            J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
+            J = unit_scaled(J, dim=1)
             reduced, block_leak = split.reduce(J)
             leak = max(leak, block_leak)
             kept.append(reduced)
@@ -131,7 +133,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             stacked = torch.linalg.qr(stacked, mode="r").R
         R = stacked
         # Column scaling keeps the rank too; R's column norms are J's.
-        sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
+        sv = torch.linalg.svdvals(unit_scaled(R, dim=0))
         t_rank += time.perf_counter() - t1
         nr = numerical_rank(sv, n_done * rows_per_sample, n_cols)
         history.append([n_done, nr.rank])

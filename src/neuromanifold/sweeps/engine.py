@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..core.checks import METHODS, bad_value, check_int, check_seed
+from ..core.limits import check_dense_memory, check_jobs
 from .grid import Grid, estimated_cost, item_key, load_grid
 from .items import compute_item, error_row, timeout_row
 from .store import check_store, done_keys, insert_result, open_store
@@ -49,7 +50,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     from ..core.checks import check_choice  # noqa: PLC0415
 
     backend = check_choice("backend", backend, ("local", "dask"))
-    jobs = check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core).")
+    jobs = check_jobs(check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core)."))
     seed = check_seed(seed)
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
@@ -68,10 +69,13 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
                  if not (m in ("exact", "certified") and i["attention"] == "softmax")]
         unique = {item_key(i, seed): i for i in items}
         items = list(unique.values())
-    check_store(db)
     for item in items:
         item["seed"] = seed
         item["key"] = item_key(item, seed)
+        n_params = sum(2 * a * d_in + d_out * d_in for a, d_in, d_out
+                       in zip(item["keys"], item["widths"][:-1], item["widths"][1:]))
+        check_dense_memory(n_params, f"the grid item {item['key']}")
+    check_store(db)
     conn = open_store(db)
     t0 = time.perf_counter()
     try:
