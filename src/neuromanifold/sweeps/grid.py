@@ -101,7 +101,8 @@ def _int_tuples(source: str, name: str, value: object, min_length: int, example:
                 or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_WIDTH
                            for v in entry)):
             raise _grid_error(source, name, f"a list of lists of {min_length} to {MAX_LAYERS + 1} "
-                              f"integers in 1..{MAX_WIDTH}", entry, f"Write e.g. {name} = [{example}].")
+                              f"positive integers (each at most {MAX_WIDTH})", entry,
+                              f"Write e.g. {name} = [{example}].")
         out.append(tuple(entry))
     return out
 
@@ -132,7 +133,7 @@ def _range_tuples(source: str, name: str, table: dict, min_length: int, example:
         if (not isinstance(values, list) or not values
                 or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_WIDTH
                            for v in values)):
-            raise _grid_error(source, f"{name}.values", f"a non-empty list of integers in 1..{MAX_WIDTH}",
+            raise _grid_error(source, f"{name}.values", f"a non-empty list of positive integers (each at most {MAX_WIDTH})",
                               values, f"Write e.g. {name} = {{layers = [2], values = [2, 4, 6]}}.")
     # Counted before anything is built: len(values)^(l + offset) tuples per layer count.
     total = sum(len(set(values)) ** (layer + offset) for layer in layers)
