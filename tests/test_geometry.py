@@ -153,3 +153,26 @@ def test_ambiguous_float_rank_is_not_settled():
     V = torch.randn(2, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     result = classify_layer(AttentionWeights((A,), (V,)), tokens=3, seed=6)
     assert not result.ranks_settled and any("ambiguous" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("A, V", [
+    (np.outer([1, 2, 3], [0, 1, -1]), [[1, 0, 2], [0, 3, 1], [1, 3, 3], [2, 0, 4]]),   # rank A = 1, rank V = 2
+    ([[1, 2, 0], [0, 1, 1], [1, 3, 1]], np.outer([1, 4, -2, 3], [2, 0, 1])),            # rank A = 2, rank V = 1
+])
+def test_singular_needs_both_ranks_at_most_one(A, V):
+    """Theorem 3.4: singular <=> rank A <= 1 AND rank V <= 1; one rank of 2 leaves the point smooth.
+
+    d = 3, d' = 4 (pairwise distinct); the Jacobian rank is the generic n - 1 = 9 + 12 - 1 = 20.
+    """
+    c = classify_layer(_aw(np.asarray(A).tolist(), np.asarray(V).tolist()), tokens=4)
+    assert sorted((c.rank_A, c.rank_V)) == [1, 2]
+    assert c.smooth and not c.singular and not c.boundary and not c.critical
+    assert c.jacobian_rank == 20 and c.agrees
+
+
+def test_both_ranks_one_is_singular():
+    """Theorem 3.4: rank A = 1 and rank V = 1 (not of boundary form) is a singular point."""
+    c = classify_layer(_aw(np.outer([1, 2, 3], [0, 1, -1]).tolist(),
+                           np.outer([1, 4, -2, 3], [2, 0, 1]).tolist()), tokens=4)
+    assert (c.rank_A, c.rank_V) == (1, 1)
+    assert c.singular and not c.smooth and not c.boundary

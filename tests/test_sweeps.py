@@ -31,10 +31,11 @@ attention = ["lightning", "softmax"]
 method = ["numerical"]
 """
 
-# One quick item and one that takes far longer than the timeouts used below.
+# One quick item (under a second) and one that takes minutes (6720 parameters), so that the
+# timeout below separates them by a wide margin even on a loaded machine.
 TIMEOUT_GRID = """
-widths = [[3, 3, 3], [24, 24, 24, 24]]
-keys = [[2, 2], [6, 6, 6]]
+widths = [[3, 3, 3], [40, 40, 40, 40]]
+keys = [[2, 2], [8, 8, 8]]
 tokens = [3]
 method = ["numerical"]
 """
@@ -198,14 +199,14 @@ def test_item_past_timeout_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     """A slow item becomes status 'timeout' (worker killed), the quick one finishes; exit code 1."""
     grid = _write(tmp_path / "g.toml", TIMEOUT_GRID)
     db = tmp_path / "r.sqlite"
-    code = main(["sweep", str(grid), "--db", str(db), "--jobs", "2", "--timeout", "1.5", "--json"])
+    code = main(["sweep", str(grid), "--db", str(db), "--jobs", "2", "--timeout", "15", "--json"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 1  # an item of this run timed out
     by_widths = {r["widths"]: r for r in _rows(db)}
     assert summary["counts"] == {"settled": 1, "timeout": 1}
-    assert by_widths["24,24,24,24"]["status"] == "timeout"
-    assert by_widths["24,24,24,24"]["dimension"] is None
-    assert "process computing it was killed" in by_widths["24,24,24,24"]["message"]
+    assert by_widths["40,40,40,40"]["status"] == "timeout"
+    assert by_widths["40,40,40,40"]["dimension"] is None
+    assert "process computing it was killed" in by_widths["40,40,40,40"]["message"]
     assert by_widths["3,3,3"]["dimension"] == 23
 
 

@@ -9,7 +9,10 @@ errors, which suggest --debug); 2 bad input (one line on stderr); 130 interrupte
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 
 import typer
 from typer import Abort
@@ -49,15 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"] or ["--help"]
+    interrupted: list[int] = []
     try:
-        code = app(args=args, prog_name="neuromanifold", standalone_mode=False)
+        with _interrupts_recorded(interrupted):
+            code = app(args=args, prog_name="neuromanifold", standalone_mode=False)
     except UsageError as exc:
         if debug:
             raise
         print(f"neuromanifold: error: {_one_line(exc.format_message())} (see --help)", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Abort, KeyboardInterrupt):
-        print("neuromanifold: interrupted; results already written are kept", file=sys.stderr)
+        print(_INTERRUPTED, file=sys.stderr)
         return EXIT_INTERRUPTED
     except InputError as exc:
         if debug:
@@ -75,7 +80,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuromanifold: internal error ({type(exc).__name__}: {_one_line(exc)}); "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_AMBIGUOUS
+    if interrupted:  # typer turns KeyboardInterrupt into a silent exit code 130
+        print(_INTERRUPTED, file=sys.stderr)
+        return EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
+
+
+_INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+
+
+@contextlib.contextmanager
+def _interrupts_recorded(record: list[int]):
+    """Note every SIGINT in `record` (then raise KeyboardInterrupt as Python does), so that `main`
+    can say it was interrupted even where a library swallowed the KeyboardInterrupt. A SIGINT
+    that was ignored when the process started (a background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def on_sigint(signum, _frame):
+        record.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..core.checks import bad_value
+from ..core.checks import bad_value, check_int, check_seed
 from .common import EXIT_AMBIGUOUS, print_json
 
 
@@ -17,6 +17,8 @@ def classify(
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Smooth, singular, boundary or critical point of one lightning layer (Thm 3.4), with Jacobian rank."""
+    check_seed(seed)
+    check_int("tokens", tokens, minimum=2, fix="Pass --tokens 2 or more (Theorem 3.4 needs t >= 2).")
     from ..geometry.classify import classify_layer  # noqa: PLC0415
     from ..io.weightfiles import read_weights  # noqa: PLC0415
 

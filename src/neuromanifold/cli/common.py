@@ -11,6 +11,7 @@ from rich.console import Console
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value
+from ..core.limits import check_output_folder
 
 err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
@@ -58,25 +59,8 @@ def check_output_files(paths: list[Path], force: bool) -> None:
     if existing and not force:
         raise bad_value("out", "a folder without earlier results", ", ".join(existing),
                         "Pass another --out folder, or --force to overwrite.")
-    for folder in {p.parent for p in paths}:
-        check_writable_folder("out", folder)
-
-
-def check_writable_folder(name: str, folder: Path) -> None:
-    """Raise the template error unless `folder` exists as a writable folder or can be created."""
-    import os  # noqa: PLC0415
-
-    probe = Path(folder)
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise bad_value(name, "a folder (or a path where one can be created)", str(folder),
-                        f"{probe} is a file; pass another path.")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise bad_value(name, "a folder this user can write", str(folder),
-                        f"{probe} is not writable; pass a folder you own.")
+    for folder in sorted({p.parent for p in paths}):
+        check_output_folder("out", folder)
 
 
 def print_json(obj) -> None:

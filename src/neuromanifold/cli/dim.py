@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..core.checks import check_seed
 from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
 
 
@@ -44,6 +45,7 @@ def dim(
                                          "(--tokens gives the sequence length)."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
+    check_seed(seed)
     if hf_config is not None or shrink is not None:
         from .hfdim import hf_dim  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..core.checks import bad_value
+from ..core.checks import bad_value, check_seed
 from .common import print_json
 
 
@@ -26,6 +26,7 @@ def fiber(
     """Do two weight files define the same function? If so, print the group element relating them.
 
     Files with per-head names (Q_1_1, ..., docs/blocks.md) are block networks."""
+    check_seed(seed)
     from ..geometry.fibers import same_function  # noqa: PLC0415
     from ..io.block_weightfiles import is_block_file  # noqa: PLC0415
     from ..io.weightfiles import read_weights  # noqa: PLC0415

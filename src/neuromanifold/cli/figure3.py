@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from ..core.architecture import Architecture
-from ..core.checks import check_int
+from ..core.checks import check_int, check_seed
 from ..io.outputs import staged_files
 from .common import EXIT_AMBIGUOUS, check_output_files, err, print_json
 from ..core.checks import bad_value
@@ -36,12 +36,13 @@ def figure3(
 ) -> None:
     """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
     from ..dimension.memory import check_memory, numerical_estimate  # noqa: PLC0415
-    from ..experiments.figure3 import figure3 as run_figure3, figure3_architecture, parse_int_set  # noqa: PLC0415
+    from ..experiments.figure3 import check_figure3_deltas, figure3 as run_figure3, figure3_architecture, parse_int_set  # noqa: PLC0415
     from ..experiments.plots import plot_figure3  # noqa: PLC0415
 
+    check_seed(seed)
     attention = attention.lower()
     Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
-    delta_list = parse_int_set("deltas", deltas)
+    delta_list = check_figure3_deltas(parse_int_set("deltas", deltas), attention)
     if out.exists() and not out.is_dir():
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..core.checks import check_seed
 from .common import print_json
 
 
@@ -22,6 +23,7 @@ def report_command(
     as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout."),
 ) -> None:
     """CSV of every result in a sweep store, and figures: measured vs formula, heat map of the difference."""
+    check_seed(seed)
     from ..sweeps.report import write_report  # noqa: PLC0415
 
     summary = write_report(db, out, force=force, heat_x=heat_x, heat_y=heat_y,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from ..core.checks import check_seed
 from .common import EXIT_AMBIGUOUS, err, print_json
 
 
@@ -35,6 +36,7 @@ def sweep_command(
     from ..sweeps.engine import sweep
     from ..sweeps.grid import load_grid  # noqa: PLC0415
 
+    check_seed(seed)
     methods = None if method is None else [m.strip().lower() for m in method.split(",")]
     loaded = load_grid(grid)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

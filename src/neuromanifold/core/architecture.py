@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .checks import ATTENTION_KINDS, bad_value, check_choice, check_int, check_int_tuple, check_positive_float
+from .limits import check_sizes
 
 ACTIVATIONS = ("square", "relu", "gelu", "tanh")
 NORMS = ("none", "layernorm", "rmsnorm")
@@ -49,6 +50,7 @@ class Architecture:
                 list(keys), f"Pass {len(widths) - 1} comma-separated key widths, e.g. "
                 f"{','.join(['2'] * (len(widths) - 1))}.")
         tokens = check_int("tokens", self.tokens, minimum=1, fix="Pass t >= 1, e.g. 3.")
+        check_sizes(widths, keys, tokens)
         attention = check_choice("attention", self.attention, ATTENTION_KINDS)
         temperature = check_positive_float("temperature", self.temperature)
         if attention == "lightning" and temperature != 1.0:

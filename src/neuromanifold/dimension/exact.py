@@ -16,6 +16,7 @@ import torch
 
 from ..errors import ComputationError
 from ..core.architecture import Architecture
+from ..core.limits import check_dense_memory
 from ..core.checks import bad_value, check_architecture, check_seed, check_int, check_positive_float
 from .growth import grow_samples
 from .result import DimensionResult, Progress
@@ -116,6 +117,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
                         "Softmax networks are not polynomial; use method='numerical'.")
     seed = check_seed(seed)
+    check_dense_memory(arch.n_params, "the exact dimension")
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")

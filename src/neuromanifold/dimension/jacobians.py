@@ -11,9 +11,10 @@ import torch
 from torch.func import jacrev, jvp, vmap
 
 from ..core.architecture import Architecture
+from ..core.finite import require_finite
 from ..core.maps import forward
 from ..core.parameters import unflatten
-from .rank import clearly_independent, numerical_rank
+from .rank import clearly_independent, numerical_rank, unit_scaled
 
 # Bytes one chunk of Jacobian columns may use for its intermediates.
 _CHUNK_BYTES = 512 * 2 ** 20
@@ -31,6 +32,7 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     Forward mode (one jvp per parameter) when J has at least as many rows as columns, reverse
     mode (one vjp per output coordinate) otherwise; both batched with vmap, in chunks that keep
     the intermediates near 512 MiB, in the dtype and on the device of `params`.
+    Raises ComputationError when an entry overflows (inf or nan): no rank is read from it.
     """
     def f(w: torch.Tensor) -> torch.Tensor:
         return forward(arch, unflatten(arch, w), X).reshape(-1)
@@ -40,7 +42,7 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     if n_rows < n:
         per_row = (n + X.shape[0] * arch.tokens * max(arch.widths) * 6 * arch.n_layers)
         chunk = max(1, min(n_rows, _CHUNK_BYTES // (per_row * params.element_size())))
-        return jacrev(f, chunk_size=chunk)(params)
+        return _finite(jacrev(f, chunk_size=chunk)(params))
 
     def column(direction: torch.Tensor) -> torch.Tensor:
         return jvp(f, (params,), (direction,))[1]
@@ -48,7 +50,13 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     chunk = _chunk_columns(arch, X.shape[0], params.element_size())
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
     cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
-    return torch.cat(cols).T
+    return _finite(torch.cat(cols).T)
+
+
+def _finite(J: torch.Tensor) -> torch.Tensor:
+    require_finite(J, "the Jacobian entries", fix="Float64 cannot hold this network's values at "
+                   "random weights; for lightning attention use the exact method (--method exact).")
+    return J
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class KernelSplit:
         if tangents.shape[0] == 0:
             return cls(torch.zeros((n_params, 0), dtype=tangents.dtype, device=tangents.device),
                        torch.zeros(0, dtype=tangents.dtype, device=tangents.device), 0)
-        scaled = tangents / tangents.norm(dim=1, keepdim=True).clamp(min=torch.finfo(tangents.dtype).tiny)
+        scaled = unit_scaled(tangents, dim=1)
         # Usual case, linearly independent tangents: one Householder QR of T^T (level-3 BLAS).
         householder, tau = torch.geqrf(scaled.T)
         if clearly_independent(householder.diagonal()):

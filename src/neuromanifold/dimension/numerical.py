@@ -20,8 +20,9 @@ from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
-from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
 from .growth import grow_samples
+from ..core.limits import check_dense_memory
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
@@ -112,6 +113,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     """
     check_architecture(arch)
     seed = check_seed(seed)
+    check_dense_memory(arch.n_params, "the numerical dimension")
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
@@ -168,7 +170,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         state["R"] = R = stacked
         say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
         # Column scaling keeps the rank too; R's column norms are J's.
-        sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
+        sv = torch.linalg.svdvals(unit_scaled(R, dim=0))
         state["rank"] += time.perf_counter() - t1
         nr = numerical_rank(sv, state["n"] * rows_per_sample, n_cols)
         say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")

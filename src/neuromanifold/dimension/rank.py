@@ -130,3 +130,18 @@ def _as_list(values) -> list:
     elif hasattr(values, "tolist"):
         values = values.tolist()
     return list(values)
+
+
+def unit_scaled(matrix, dim: int):
+    """`matrix` with every slice along `dim` scaled to unit 2-norm (zero slices stay zero).
+
+    Scaling rows or columns keeps the rank. The largest |entry| of each slice is divided out
+    first, so that a slice whose entries are near 1e200 does not overflow when squared for its
+    norm (torch's norm would give inf and turn the slice into zeros, lowering the rank).
+    """
+    import torch  # noqa: PLC0415  (only on the computing path)
+
+    tiny = torch.finfo(matrix.dtype).tiny
+    peak = matrix.abs().amax(dim=dim, keepdim=True).clamp(min=tiny)
+    scaled = matrix / peak
+    return scaled / scaled.norm(dim=dim, keepdim=True).clamp(min=tiny)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_choice, check_int
+from ..core.limits import MAX_WIDTH, check_dense_memory
 from ..dimension.numerical import DimensionResult, numerical_dim
 
 # The paper's Figure 3 setting: l = 2, t = 3, a_i = 2, d_i = delta, N = 250.
@@ -22,13 +23,14 @@ def parse_int_set(name: str, text: str, example: str = "3-10") -> list[int]:
     range_match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", spec)
     if range_match:
         low, high = int(range_match[1]), int(range_match[2])
-        if low < 1 or high < low:
-            raise bad_value(name, "a range a-b with 1 <= a <= b", text, f"Pass e.g. --{name} {example}.")
+        if low < 1 or high < low or high > MAX_WIDTH:
+            raise bad_value(name, f"a range a-b with 1 <= a <= b <= {MAX_WIDTH}", text,
+                            f"Pass e.g. --{name} {example}.")
         return list(range(low, high + 1))
     if re.fullmatch(r"\d+(\s*,\s*\d+)*", spec):
         values = sorted({int(v) for v in spec.split(",")})
-        if values[0] < 1:
-            raise bad_value(name, "positive integers", text, f"Pass e.g. --{name} {example}.")
+        if values[0] < 1 or values[-1] > MAX_WIDTH:
+            raise bad_value(name, f"integers in 1..{MAX_WIDTH}", text, f"Pass e.g. --{name} {example}.")
         return values
     raise bad_value(name, "a range a-b or a comma-separated list of positive integers", text,
                     f"Pass e.g. --{name} {example} or --{name} 3,5,8.")
@@ -37,6 +39,14 @@ def parse_int_set(name: str, text: str, example: str = "3-10") -> list[int]:
 def figure3_architecture(delta: int, attention: str) -> Architecture:
     """widths (delta, delta, delta), keys (2, 2), t = 3."""
     return Architecture((delta,) * 3, (FIGURE3_KEYS,) * 2, FIGURE3_TOKENS, attention)
+
+
+def check_figure3_deltas(deltas: list[int], attention: str) -> list[int]:
+    """Refuse, before any work, a delta whose architecture is invalid or too large to compute."""
+    for delta in deltas:
+        check_dense_memory(figure3_architecture(delta, attention).n_params,
+                           f"figure 3 at delta = {delta}")
+    return deltas
 
 
 def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed: int = 0,
@@ -53,8 +63,9 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
     """
     samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     method = check_choice("method", method, ("numerical", "certified"))
+    deltas = check_figure3_deltas(deltas or list(range(3, 11)), attention)
     rows = []
-    for delta in deltas or list(range(3, 11)):
+    for delta in deltas:
         arch = figure3_architecture(delta, attention)
         t0 = time.perf_counter()
         if method == "certified":

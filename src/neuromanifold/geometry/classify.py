@@ -31,7 +31,8 @@ from ..core.architecture import Architecture
 from ..core.seeds import seeded_rng
 from ..core.checks import bad_value, check_int, check_seed
 from ..dimension.fp import DEFAULT_PRIME, rank_mod_p, rank_rational
-from ..dimension.rank import matrix_rank, numerical_rank, rank_rule
+from ..dimension.rank import matrix_rank, numerical_rank, rank_rule, unit_scaled
+from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward_attention
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
 
@@ -180,6 +181,8 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
     tokens = check_int("tokens", tokens, minimum=1, fix="Pass t >= 2 (Theorem 3.4 needs t >= 2).")
     seed = check_seed(seed)
     d, d_out = A.shape[0], V.shape[0]
+    require_finite(torch.cat([A, V.T], dim=1), "matrices A = Q^T K and V", input_name="weights",
+                   largest=largest_entry([A, V]))
     exact = integral_tensors(A, V)
     (rank_A, ok_A), (rank_V, ok_V) = _rank(A, exact), _rank(V, exact)
     rank_joint, ok_joint = _rank(torch.cat([A, V.T], dim=1), exact)
@@ -208,7 +211,8 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
         inputs = [torch.from_numpy(gen.standard_normal((d, tokens))) for _ in range(n_samples)]
         columns = attention_jacobian(arch, A, V, inputs)
         J = torch.stack([torch.cat([out.reshape(-1) for out in col]) for col in columns], dim=1)
-        J = J / J.norm(dim=0, keepdim=True).clamp(min=1e-300)
+        require_finite(J, "Jacobian entries", input_name="weights", largest=largest_entry([A, V]))
+        J = unit_scaled(J, dim=0)
         nr = numerical_rank(torch.linalg.svdvals(J), *J.shape)
         jac_rank, gap, method = nr.rank, nr.gap, "numerical"
         ok_J = nr.is_settled()

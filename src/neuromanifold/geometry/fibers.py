@@ -35,6 +35,7 @@ from ..dimension.rank import numerical_rank
 from ..errors import InputError, InputTypeError
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float, check_seed
+from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors, value_products
 from ..core.seeds import seeded_generator, seeded_rng
@@ -196,10 +197,15 @@ def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max()) / scale
 
 
-def _numerical_outputs(arch: Architecture, weights: LayerWeights, n_points: int, seed: int) -> torch.Tensor:
+def _numerical_outputs(arch: Architecture, weights: LayerWeights, n_points: int, seed: int,
+                       name: str) -> torch.Tensor:
+    """phi_W at `n_points` seeded inputs; refused (naming input `name`) when they overflow."""
     gen = seeded_generator(seed, "identity-test")
     X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
-    return forward(arch, weights, X)
+    out = forward(arch, weights, X)
+    require_finite(out, "outputs", input_name=name,
+                   largest=largest_entry(weights.Q + weights.K + weights.V))
+    return out
 
 
 def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights, *,
@@ -238,8 +244,8 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
         is_zero = same and all(bool(np.all(a == 0)) for a in out1)
         notes.append("identity tested in exact rational arithmetic at random integer inputs")
     else:
-        out1 = _numerical_outputs(arch, W1, n_points, seed)
-        out2 = _numerical_outputs(arch, W2, n_points, seed)
+        out1 = _numerical_outputs(arch, W1, n_points, seed, "weights")
+        out2 = _numerical_outputs(arch, W2, n_points, seed, "other")
         diff = _relative_difference(out1, out2)
         same = diff <= tolerance
         result = FiberResult(same, "numerical", tolerance, None, diff, n_points)

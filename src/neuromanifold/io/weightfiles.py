@@ -18,9 +18,16 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_weights_type
+from ..core.finite import largest_entry, require_finite
+from ..errors import ResourceError
 from ..core.parameters import AttentionWeights, LayerWeights
 
 _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
+
+# What a weight file may hold (checked from the .npy headers before any data is read).
+MAX_SIDE = 2_000                  # rows or columns of one matrix
+MAX_ENTRIES = 4_000_000           # entries of one matrix
+MAX_TOTAL_BYTES = 64 * 2 ** 20    # all matrices together
 
 
 @dataclass(frozen=True)
@@ -38,31 +45,77 @@ def _fail(name: str, requirement: str, got: object, fix: str) -> ValueError:
     return bad_value(name, requirement, got, fix)
 
 
+def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) declared by the .npy header of one archive member, without its data."""
+    with zf.open(info) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+    return shape, dtype
+
+
+def _check_members(path: Path, name: str, zf: zipfile.ZipFile) -> None:
+    """Refuse, before any data is read, members that are not 2-D numeric .npy arrays within the
+    limits (MAX_SIDE per axis, MAX_ENTRIES per array, MAX_TOTAL_BYTES in all)."""
+    total = 0
+    for info in zf.infolist():
+        key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if not info.filename.endswith(".npy") or not _NAME.match(key):
+            raise _fail(name, "arrays named Q_i, K_i, V_i or A_i, V_i (i = 1..l) in an .npz archive",
+                        f"{path}: member {info.filename!r}",
+                        "Save only the blocks, with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
+        member = f"{name}:{key}"
+        try:
+            shape, dtype = _member_header(zf, info)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, SyntaxError, TypeError):
+            raise _fail(member, "a .npy array (numpy.savez)", f"{path}: member {info.filename!r} "
+                        "with no readable array header", "Save the blocks with numpy.savez.") from None
+        if dtype.hasobject or dtype.kind not in "iuf":
+            raise _fail(member, "a 2-D array of real numbers (float or integer dtype, no pickled objects)",
+                        f"{path}: dtype {dtype}", "Save a float or integer matrix.")
+        if len(shape) != 2:
+            raise _fail(member, "a 2-D array of real numbers", f"{path}: shape {tuple(shape)}",
+                        "Save a matrix (2-D array).")
+        entries = shape[0] * shape[1]
+        if max(shape) > MAX_SIDE or entries > MAX_ENTRIES:
+            raise ResourceError(
+                f"`{member}` must have at most {MAX_SIDE} rows and columns and {MAX_ENTRIES} entries; "
+                f"got shape {tuple(shape)} in {path}. Pass a smaller network.")
+        total += entries * dtype.itemsize
+        if total > MAX_TOTAL_BYTES:
+            raise ResourceError(
+                f"`{name}` must hold at most {MAX_TOTAL_BYTES // 2 ** 20} MiB of arrays; got more "
+                f"({total / 2 ** 20:.0f} MiB up to member {key}) in {path}. Pass a smaller network.")
+
+
 def _load_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise _fail(name, "an existing .npz file", str(path), "Check the path, or save one with numpy.savez.")
     try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
+        with zipfile.ZipFile(path) as zf:
+            _check_members(path, name, zf)
+    except (zipfile.BadZipFile, OSError, EOFError):
         raise _fail(name, "a readable .npz archive of numeric arrays (never unpickled)", str(path),
                     "Save the blocks with numpy.savez(path, Q_1=..., K_1=..., V_1=...).") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise _fail(name, "an .npz archive (numpy.savez), not a single .npy array", str(path),
-                    "Save the blocks with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
     try:
-        with data:
+        with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise _fail(name, "an .npz archive of numeric arrays (no pickled objects)", str(path),
-                    "Save plain float or integer arrays with numpy.savez.") from None
+        raise _fail(name, "an .npz archive of numeric arrays whose data matches their headers",
+                    str(path), "Save plain float or integer arrays with numpy.savez.") from None
 
 
 def read_weights(path: str | Path, *, tokens: int = 3, attention: str = "lightning",
                  name: str = "weights") -> WeightFile:
     """Read `Q_i, K_i, V_i` (or `A_i, V_i`) arrays from an .npz file; infer widths and keys.
 
-    Raises the template ValueError for a missing, unreadable, pickled, misnamed, non-numeric,
-    non-finite or shape-inconsistent file.
+    Raises the template InputError for a missing, unreadable, pickled, misnamed, non-numeric,
+    non-finite or shape-inconsistent file, and ResourceError (before reading any data) for a
+    matrix over MAX_SIDE x MAX_SIDE or MAX_ENTRIES, or over MAX_TOTAL_BYTES in all.
     """
     path = Path(path)
     arrays = _load_arrays(path, name)
@@ -107,7 +160,10 @@ def read_weights(path: str | Path, *, tokens: int = 3, attention: str = "lightni
             if Q.shape != K.shape or Q.shape[1] != d_in:
                 raise _fail(f"{name}:Q_{i},K_{i}", f"both of shape (a_{i}, {d_in})",
                             f"{Q.shape} and {K.shape}", f"Give Q_{i} and K_{i} the same shape (a_{i}, d_{i - 1}).")
-            A = Q.T @ K
+            with np.errstate(over="ignore", invalid="ignore"):
+                A = Q.T @ K
+            require_finite(A, f"products A_{i} = Q_{i}^T K_{i}", input_name=f"{name}:Q_{i},K_{i}",
+                           largest=largest_entry([Q, K]))
             given_A.append(False)
         if not widths:
             widths.append(d_in)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..core.checks import METHODS, bad_value, check_int, check_seed
+from ..core.limits import check_dense_memory, check_jobs
 from .grid import Grid, estimated_cost, item_architecture, item_key, load_grid
 from .items import compute_item, error_row, timeout_row
 from .store import check_store, done_keys, insert_result, open_store
@@ -51,7 +52,7 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     from ..core.checks import check_choice  # noqa: PLC0415
 
     backend = check_choice("backend", backend, ("local", "dask"))
-    jobs = check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core).")
+    jobs = check_jobs(check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core)."))
     seed = check_seed(seed)
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
@@ -70,7 +71,6 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
                  if not (m in ("exact", "certified") and not item_architecture(i).is_polynomial)]
         unique = {item_key(i, seed): i for i in items}
         items = list(unique.values())
-    check_store(db)
     if max_memory is not None:
         from ..dimension.memory import parse_memory  # noqa: PLC0415
 
@@ -80,6 +80,8 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         if max_memory is not None:
             item["max_memory"] = max_memory
         item["key"] = item_key(item, seed)
+        check_dense_memory(item_architecture(item).n_params, f"the grid item {item['key']}")
+    check_store(db)
     conn = open_store(db)
     t0 = time.perf_counter()
     try:

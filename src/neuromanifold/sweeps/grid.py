@@ -46,6 +46,7 @@ from pathlib import Path
 
 from ..core.architecture import ACTIVATIONS, NORMS, Architecture
 from ..core.checks import ATTENTION_KINDS, METHODS, bad_value
+from ..core.limits import MAX_LAYERS, MAX_TOKENS, MAX_WIDTH
 from ..errors import InputError
 
 BLOCK_KEYS = ("heads", "values", "residual", "mlp", "activation", "norm")
@@ -105,11 +106,16 @@ def _int_tuples(source: str, name: str, value: object, min_length: int, example:
     for entry in entries:
         if isinstance(entry, dict):
             out.extend(_range_tuples(source, name, entry, min_length, example))
+            if len(out) > MAX_GRID_ITEMS:
+                raise _grid_error(source, name, f"range forms with at most {MAX_GRID_ITEMS} tuples in all",
+                                  f"more than {len(out)}", "Narrow `range` or list fewer `values`.")
             continue
-        if (not isinstance(entry, list) or len(entry) < min_length
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in entry)):
-            raise _grid_error(source, name, f"a list of lists of at least {min_length} positive "
-                              "integers", value, f"Write e.g. {name} = [{example}].")
+        if (not isinstance(entry, list) or not min_length <= len(entry) <= MAX_LAYERS + 1
+                or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_WIDTH
+                           for v in entry)):
+            raise _grid_error(source, name, f"a list of lists of {min_length} to {MAX_LAYERS + 1} "
+                              f"positive integers (each at most {MAX_WIDTH})", entry,
+                              f"Write e.g. {name} = [{example}].")
         out.append(tuple(entry))
     return out
 
@@ -123,24 +129,27 @@ def _range_tuples(source: str, name: str, table: dict, min_length: int, example:
                           table, fix)
     layers = table["layers"]
     if (not isinstance(layers, list) or not layers
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v + offset >= min_length
-                       for v in layers)):
-        raise _grid_error(source, f"{name}.layers", "a non-empty list of layer counts l >= 1",
+            or not all(isinstance(v, int) and not isinstance(v, bool)
+                       and v + offset >= min_length and v <= MAX_LAYERS for v in layers)):
+        raise _grid_error(source, f"{name}.layers", f"a non-empty list of layer counts 1 <= l <= {MAX_LAYERS}",
                           layers, fix)
     if "range" in table:
         bounds = table["range"]
         if (not isinstance(bounds, list) or len(bounds) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in bounds)
-                or not 1 <= bounds[0] <= bounds[1]):
-            raise _grid_error(source, f"{name}.range", "[low, high] with 1 <= low <= high", bounds, fix)
+                or not 1 <= bounds[0] <= bounds[1] <= MAX_WIDTH):
+            raise _grid_error(source, f"{name}.range", f"[low, high] with 1 <= low <= high <= {MAX_WIDTH}",
+                              bounds, fix)
         values = list(range(bounds[0], bounds[1] + 1))
     else:
         values = table["values"]
         if (not isinstance(values, list) or not values
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)):
-            raise _grid_error(source, f"{name}.values", "a non-empty list of positive integers",
+                or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_WIDTH
+                           for v in values)):
+            raise _grid_error(source, f"{name}.values", f"a non-empty list of positive integers (each at most {MAX_WIDTH})",
                               values, f"Write e.g. {name} = {{layers = [2], values = [2, 4, 6]}}.")
-    total = sum(len(values) ** (layer + offset) for layer in layers)
+    # Counted before anything is built: len(values)^(l + offset) tuples per layer count.
+    total = sum(len(set(values)) ** (layer + offset) for layer in layers)
     if total > MAX_GRID_ITEMS:
         raise _grid_error(source, name, f"a range form with at most {MAX_GRID_ITEMS} tuples", table,
                           "Narrow `range` or list fewer `values`.")
@@ -177,7 +186,7 @@ def _product(source: str, table: dict) -> tuple[list[dict], int]:
                           'Write description = "...".')
     widths = _int_tuples(source, "widths", table["widths"], 2, "[3, 3, 3], [5, 3, 5]")
     keys = _int_tuples(source, "keys", table["keys"], 1, "[2, 2], [3, 3]")
-    tokens = _scalars(source, "tokens", table["tokens"], int, lambda v: v >= 1, "[2, 3]")
+    tokens = _scalars(source, "tokens", table["tokens"], int, lambda v: 1 <= v <= MAX_TOKENS, "[2, 3]")
     attention = _scalars(source, "attention", table.get("attention", ["lightning"]), str,
                          lambda v: v in ATTENTION_KINDS, '["lightning", "softmax"]')
     method = _scalars(source, "method", table.get("method", ["auto"]), str,
@@ -185,6 +194,12 @@ def _product(source: str, table: dict) -> tuple[list[dict], int]:
     temperature = _scalars(source, "temperature", table.get("temperature", [1.0]), float,
                            lambda v: 0 < v < math.inf, "[1.0]")
     blocks = _block_options(source, table)
+    # The product is counted before it is built (a typo must not fill the memory).
+    n_combinations = (len(widths) * len(keys) * len(tokens) * len(attention) * len(method)
+                      * len(temperature))
+    if n_combinations > MAX_GRID_ITEMS:
+        raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} combinations",
+                          n_combinations, "Split the grid into several files or narrow its lists.")
     items, skipped = [], 0
     for w, a, t, att, m in itertools.product(widths, keys, tokens, attention, method):
         if len(a) != len(w) - 1:
@@ -275,6 +290,9 @@ def load_grid(spec: str | os.PathLike) -> Grid:
     items, skipped, seen = [], 0, set()
     for table in tables:
         new, n_skip = _product(source, table)
+        if len(items) + len(new) > MAX_GRID_ITEMS:
+            raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} items",
+                              f"more than {len(items) + len(new)}", "Split the grid into several files.")
         skipped += n_skip
         for item in new:
             key = item_key(item, 0)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..core.block_formulas import NO_FORMULA
 from ..core.checks import bad_value
+from ..core.limits import check_output_folder
 from ..dimension.result import SETTLED_STATUSES
 from ..io.outputs import staged_files
 from .store import read_results
@@ -134,6 +135,7 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
     if existing and not force:
         raise bad_value("out", "a folder without earlier report files", ", ".join(existing),
                         "Pass another --out folder, or --force to overwrite.")
+    check_output_folder("out", out)
     rows = report_rows(read_results(db))
     if not rows:
         raise bad_value("db", "a sweep store with at least one result", str(db),

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from ..core.checks import bad_value
+from ..core.limits import check_output_folder
+from ..errors import InputError
 from ..dimension.result import STATUSES as RESULT_STATUSES
 
 STORE_APPLICATION_ID = 0x4E4D5357  # "NMSW"
@@ -40,11 +42,34 @@ def _is_sqlite_file(path: Path) -> bool:
         return fh.read(16) == b"SQLite format 3\x00"
 
 
-def check_store(path: str | os.PathLike, *, must_exist: bool = False) -> Path:
-    """Validate `path` as a sweep store without touching it: new, empty, or one of ours.
+def _read_only_uri(path: Path) -> str:
+    """URI that opens `path` for reading without creating anything beside it.
 
-    Raises the template ValueError for a folder, a non-SQLite file, or an SQLite file that is not
-    a neuromanifold sweep store (another application's tables).
+    A store whose write-ahead log is absent holds all its rows in the main file (a sweep's last
+    connection checkpoints and removes the log), and so does any store on storage this user
+    cannot write: those are opened `immutable=1`, which creates no -wal or -shm file. A store
+    with a log beside it (a sweep running, or one killed) is opened `mode=ro` through that log,
+    whose files already exist.
+    """
+    wal = path.with_name(path.name + "-wal")
+    writable = os.access(path.parent, os.W_OK) and os.access(path, os.W_OK)
+    immutable = not wal.exists() or not writable
+    return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _damaged(path: Path, detail: str) -> InputError:
+    return bad_value("db", "an undamaged neuromanifold sweep store", f"{path} ({detail})",
+                     "Restore the store from a copy, or pass a new file name such as results.sqlite.")
+
+
+def check_store(path: str | os.PathLike, *, must_exist: bool = False,
+                for_writing: bool = True) -> Path:
+    """Validate `path` as a sweep store without changing it: new, empty, or one of ours, intact.
+
+    Raises the template InputError for a folder, a non-SQLite file, an SQLite file that is not a
+    neuromanifold sweep store (another application's tables), a store whose pages fail SQLite's
+    `quick_check` or whose `results` table lacks a column, and (with `for_writing`) a store or
+    folder this user cannot write, proved by creating and removing a probe file beside it.
     """
     path = Path(path)
     if path.is_dir():
@@ -56,27 +81,34 @@ def check_store(path: str | os.PathLike, *, must_exist: bool = False) -> Path:
         if not path.parent.exists():
             raise bad_value("db", "a path in an existing folder", str(path),
                             f"Create the folder {path.parent} first.")
+        check_output_folder("db", path.parent)
         return path
     if path.stat().st_size == 0:
         if must_exist:
             raise bad_value("db", "a sweep store with results", f"{path} (empty file)",
                             "Pass the --db file a `neuromanifold sweep` wrote.")
+        if for_writing:
+            _check_writable(path)
         return path
     if not _is_sqlite_file(path):
         raise bad_value("db", "a neuromanifold sweep store (SQLite) or a new path",
                         f"{path} (not an SQLite file)", "Pass a new file name such as results.sqlite.")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(_read_only_uri(path), uri=True)
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = sorted(r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"))
+            if app_id == STORE_APPLICATION_ID and "results" in tables:
+                problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+            else:
+                problems, columns = ["ok"], set()
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise bad_value("db", "a readable SQLite file", f"{path} ({exc})",
-                        "Pass a new file name such as results.sqlite.") from None
+        raise _damaged(path, f"SQLite cannot read it: {exc}") from None
     if app_id != STORE_APPLICATION_ID or "results" not in tables:
         what = f"tables {', '.join(tables)}" if tables else "no tables"
         raise bad_value("db", "a neuromanifold sweep store or a new path",
@@ -85,7 +117,22 @@ def check_store(path: str | os.PathLike, *, must_exist: bool = False) -> Path:
     if version != STORE_SCHEMA_VERSION and version not in MIGRATABLE_VERSIONS:
         raise bad_value("db", f"a sweep store of schema version {STORE_SCHEMA_VERSION}",
                         f"{path} (version {version})", "Pass a new file name such as results.sqlite.")
+    if problems != ["ok"]:
+        raise _damaged(path, f"SQLite's quick_check fails: {problems[0]}")
+    missing = [c for c in RESULT_COLUMNS if c not in columns]
+    if missing:
+        raise _damaged(path, f"the results table lacks column {missing[0]}")
+    if for_writing:
+        _check_writable(path)
     return path
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a store file, or its folder, that this user cannot write (SQLite needs both)."""
+    if not os.access(path, os.W_OK):
+        raise bad_value("db", "a store this user can write", f"{path} (read-only file)",
+                        "Make the file writable, or pass a new file name in a folder you own.")
+    check_output_folder("db", path.parent)
 
 
 def open_store(path: str | os.PathLike) -> sqlite3.Connection:
@@ -152,9 +199,9 @@ def insert_result(conn: sqlite3.Connection, row: dict) -> bool:
 
 
 def read_results(path: str | os.PathLike) -> list[dict]:
-    """Every row of a sweep store (opened read-only), in insertion order."""
-    path = check_store(path, must_exist=True)
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    """Every row of a sweep store, in insertion order; opened read-only, nothing left beside it."""
+    path = check_store(path, must_exist=True, for_writing=False)
+    conn = sqlite3.connect(_read_only_uri(path), uri=True)
     try:
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY rowid")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import multiprocessing.connection
 import time
 from collections.abc import Iterable, Iterator
@@ -12,8 +13,43 @@ from .items import compute_item, error_row, timeout_row
 
 # ---------------------------------------------------------------- the local worker pool
 
-def _worker_main(conn, threads: int | None) -> None:
+# How often a worker checks that the process that started it is still alive (seconds).
+_PARENT_POLL_SECONDS = 0.5
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker end when `parent_pid` ends, however it ends (SIGKILL included).
+
+    On Linux the kernel sends SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG); everywhere
+    a daemon thread also polls the parent's pid and exits when the worker has been re-parented.
+    """
+    import ctypes  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no usable libc: the thread remains
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def _worker_main(conn, threads: int | None, parent_pid: int | None = None) -> None:
     """Worker process: import, say ready, then receive items and send rows until told to stop."""
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     if threads:
         import torch  # noqa: PLC0415
 
@@ -63,7 +99,8 @@ class _LocalPool:
 
     def _start(self) -> _Worker:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, self._threads), daemon=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._threads, os.getpid()),
+                                 daemon=True)
         proc.start()
         child.close()
         return _Worker(proc, parent)

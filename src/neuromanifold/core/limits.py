@@ -1,0 +1,98 @@
+"""The limits the tool applies before any work: sizes, process counts, memory and output places.
+
+Every request is checked against these before a computation starts, a file is read in full or
+anything is printed, so a refusal costs nothing and leaves nothing behind (docs/reliability.md).
+A refusal is an `InputError` (exit code 2) or, for a well-formed request that exceeds a stated
+resource limit, a `ResourceError` (also exit code 2); the message names the option and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from ..errors import ResourceError
+from .checks import bad_value
+
+MAX_WIDTH = 100_000          # any d_i or a_i
+MAX_TOKENS = 100_000         # t
+MAX_LAYERS = 1_000           # l
+JOBS_PER_CORE = 4            # worker processes per CPU core
+# Dense matrices of a dimension computation (Jacobian rows folded into an n x n factor, its SVD):
+# refused when their estimate exceeds this share of the machine's memory.
+MEMORY_SHARE = 0.5
+DENSE_COPIES = 3             # the factor, the scaled copy handed to the SVD, the SVD's workspace
+
+
+def check_sizes(widths: tuple[int, ...], keys: tuple[int, ...], tokens: int) -> None:
+    """Refuse widths, keys or tokens above the caps, or more layers than MAX_LAYERS."""
+    if len(keys) > MAX_LAYERS:
+        raise bad_value("keys", f"at most {MAX_LAYERS} layers", f"{len(keys)} layers",
+                        f"Pass at most {MAX_LAYERS} key widths (one per layer).")
+    for name, values in (("widths", widths), ("keys", keys)):
+        big = [v for v in values if v > MAX_WIDTH]
+        if big:
+            raise bad_value(name, f"integers at most {MAX_WIDTH}", big[0],
+                            f"Pass {name} of at most {MAX_WIDTH} each.")
+    if tokens > MAX_TOKENS:
+        raise bad_value("tokens", f"at most {MAX_TOKENS}", tokens, f"Pass --tokens {MAX_TOKENS} or fewer.")
+
+
+def max_jobs() -> int:
+    """The largest number of worker processes allowed on this machine (JOBS_PER_CORE per core)."""
+    return JOBS_PER_CORE * (os.cpu_count() or 1)
+
+
+def check_jobs(jobs: int) -> int:
+    """Refuse more worker processes than JOBS_PER_CORE per CPU core."""
+    cap = max_jobs()
+    if jobs > cap:
+        raise bad_value("jobs", f"at most {cap} ({JOBS_PER_CORE} per core on {os.cpu_count() or 1} cores)",
+                        jobs, f"Pass --jobs {os.cpu_count() or 1} (one per core).")
+    return jobs
+
+
+def memory_bytes() -> int:
+    """Physical memory of this machine in bytes (a large default where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 16 * 2 ** 30
+
+
+def check_dense_memory(n_params: int, what: str) -> None:
+    """Refuse a dimension computation whose dense n_params x n_params matrices cannot fit.
+
+    Math: the rank is read off a factor with n_params columns and at least as many rows, in
+    float64 (or 64-bit residues mod p), so DENSE_COPIES * 8 * n_params^2 bytes is a lower bound.
+    """
+    need = DENSE_COPIES * 8 * n_params ** 2
+    budget = int(MEMORY_SHARE * memory_bytes())
+    if need > budget:
+        side = math.isqrt(budget // (DENSE_COPIES * 8))
+        raise ResourceError(
+            f"`widths` must give at most {side} parameters on this machine for {what}; got "
+            f"{n_params} parameters (about {need / 2 ** 30:.1f} GiB of dense matrices, "
+            f"limit {budget / 2 ** 30:.1f} GiB). Pass smaller widths or keys.")
+
+
+def check_output_folder(name: str, folder: str | os.PathLike) -> None:
+    """Prove that `folder` (or its nearest existing ancestor) accepts a new file: create and remove
+    a probe file there. Nothing is left behind; a folder that does not exist yet is not created.
+    """
+    probe = Path(folder)
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise bad_value(name, "a folder (or a path where one can be created)", str(folder),
+                        f"{probe} is not a folder; pass another path.")
+    test = probe / f".neuromanifold-probe-{os.getpid()}"
+    try:
+        fd = os.open(test, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        raise bad_value(name, "a place this user can write", str(folder),
+                        f"{probe} refuses new files ({exc.strerror or type(exc).__name__}); "
+                        "pass a folder you own.") from None
+    os.close(fd)
+    os.unlink(test)
