@@ -54,7 +54,7 @@ def test_dim_text_formula_agrees(capsys):
     (["--widths", "3,3,3", "--keys", "2,2", "--samples", "2", "--method", "numerical"],
      "`samples` must be at least 5"),
     (["--widths", "3,3,3", "--keys", "2,2", "--tokens", "abc"], "Invalid value for '--tokens'"),
-    (["--widths", "3,3,3"], "Missing option '--keys'"),
+    (["--widths", "3,3,3"], "`widths` must be given with --keys"),
     (["--widths", "3,3", "--keys", "2", "--attention", "softmax", "--method", "exact"],
      "Softmax networks are not polynomial"),
 ])

@@ -166,7 +166,7 @@ def test_dimension_beyond_the_memory_limit_is_refused():
     """Widths whose dense matrices cannot fit are refused with the estimate (ResourceError)."""
     code, out, err = run_cli(["dim", "--widths", "3000,2000,1000", "--keys", "2,1"])
     assert_refused(code, out, err, "widths")
-    assert "GiB" in err
+    assert "GiB" in err or "GB" in err  # the estimate, in either unit
 
 
 def test_huge_grid_is_counted_before_it_is_built(tmp_path):
@@ -364,7 +364,7 @@ def _foreign(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage, message", [
-    (_garble, "quick_check"), (_drop_column, "lacks column message"), (_foreign, "another application"),
+    (_garble, "SQLite"), (_drop_column, "lacks column message"), (_foreign, "another application"),
 ])
 def test_damaged_or_foreign_store_is_never_written_or_read_as_results(tmp_path, good_store, damage, message):
     """sweep and report refuse a garbled, column-less or foreign store; its bytes stay as they were."""

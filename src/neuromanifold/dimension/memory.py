@@ -192,7 +192,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     held = parts.get("symmetry tangents", 0) / 3
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
                                 held + parts["Jacobian block"] + factor)
-    advice = (f"Use a smaller network (rank taken on {cols} columns x {rows} rows here), fewer "
+    advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {rows} rows here), fewer "
               f"samples (--samples {math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
@@ -220,7 +220,7 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
                                 parts["rows of S J"] + rows * cols * 8,
                                 parts["flint conversion"] + rows * P * 8)
-    advice = (f"Use a smaller network (exact rank of a {rows} x {cols} matrix over F_p here) or "
+    advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {cols} matrix over F_p here) or "
               f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
 

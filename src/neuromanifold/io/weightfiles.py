@@ -23,6 +23,10 @@ from ..errors import ResourceError
 from ..core.parameters import AttentionWeights, LayerWeights
 
 _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
+# Every member name either reader accepts: the paper's model (_NAME) or a block network
+# (per-head Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h; per-layer P_i, U_i, g_i, n_i: docs/blocks.md).
+# Each reader then checks the names of its own format.
+_MEMBER = re.compile(r"^(?:[QKVA]_[1-9][0-9]*|[QKVWO]_[1-9][0-9]*_[1-9][0-9]*|[PUgn]_[1-9][0-9]*)$")
 
 # What a weight file may hold (checked from the .npy headers before any data is read).
 MAX_SIDE = 2_000                  # rows or columns of one matrix
@@ -64,8 +68,9 @@ def _check_members(path: Path, name: str, zf: zipfile.ZipFile) -> None:
     total = 0
     for info in zf.infolist():
         key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-        if not info.filename.endswith(".npy") or not _NAME.match(key):
-            raise _fail(name, "arrays named Q_i, K_i, V_i or A_i, V_i (i = 1..l) in an .npz archive",
+        if not info.filename.endswith(".npy") or not _MEMBER.match(key):
+            raise _fail(name, "arrays named Q_i, K_i, V_i or A_i, V_i (i = 1..l), or the block "
+                        "names Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h, P_i, U_i, g_i, n_i, in an .npz archive",
                         f"{path}: member {info.filename!r}",
                         "Save only the blocks, with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
         member = f"{name}:{key}"

@@ -119,7 +119,9 @@ def check_store(path: str | os.PathLike, *, must_exist: bool = False,
                         f"{path} (version {version})", "Pass a new file name such as results.sqlite.")
     if problems != ["ok"]:
         raise _damaged(path, f"SQLite's quick_check fails: {problems[0]}")
-    missing = [c for c in RESULT_COLUMNS if c not in columns]
+    expected = RESULT_COLUMNS if version == STORE_SCHEMA_VERSION else tuple(
+        c for c in RESULT_COLUMNS if c not in BLOCK_COLUMNS)  # a version-1 store, migrated on write
+    missing = [c for c in expected if c not in columns]
     if missing:
         raise _damaged(path, f"the results table lacks column {missing[0]}")
     if for_writing:
