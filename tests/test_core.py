@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from conftest import random_matrix
 
 from neuromanifold import (Architecture, AttentionWeights, eq7, eq14, eq16, effective_width,
                            expected_dim, flatten, forward, forward_attention, forward_closed_form,
@@ -50,8 +51,8 @@ def test_attention_roundtrip_through_factorisation():
 
 def test_factorisation_rejects_rank_above_keys():
     """An A_i of rank > a_i cannot be written as Q_i^T K_i: clear error."""
-    arch = _arch((3, 3), (1,))
-    A = AttentionWeights((torch.eye(3, dtype=torch.float64),), (torch.ones(3, 3, dtype=torch.float64),))
+    arch = _arch((3, 4), (1,))
+    A = AttentionWeights((torch.eye(3, dtype=torch.float64),), (torch.ones(4, 3, dtype=torch.float64),))
     with pytest.raises(ValueError, match=r"`A_1` must be of rank <= a_1 = 1"):
         A.to_layer_weights(arch)
 
@@ -69,7 +70,7 @@ def test_single_layer_matches_definition():
 
 def test_softmax_normalises_over_aggregated_index():
     """Eq. 15: each output token is a convex combination of the V x_j (weights sum to 1 over j)."""
-    arch = _arch((3, 3), (2,), t=5, attention="softmax")
+    arch = _arch((3, 4), (2,), t=5, attention="softmax")
     W = random_weights(arch, seed=6)
     X = random_inputs(arch, 1, seed=6)[0]
     A, V = W.Q[0].T @ W.K[0], W.V[0]
@@ -80,8 +81,8 @@ def test_softmax_normalises_over_aggregated_index():
 
 def test_softmax_temperature():
     """S = exp(x / tau): temperature tau equals scaling A by 1/tau."""
-    arch_hot = Architecture((3, 3), (2,), 4, "softmax", temperature=2.5)
-    arch = Architecture((3, 3), (2,), 4, "softmax")
+    arch_hot = Architecture((3, 5), (2,), 4, "softmax", temperature=2.5)
+    arch = Architecture((3, 5), (2,), 4, "softmax")
     W = random_weights(arch, seed=7)
     X = random_inputs(arch, 3, seed=7)
     W_scaled = type(W)((W.Q[0] / 2.5,), W.K, W.V)
@@ -120,7 +121,7 @@ def test_eq12_factor_order():
 
 def test_closed_form_rejects_softmax():
     """Eq. 12 is for lightning only: softmax gets a clear error."""
-    arch = _arch((3, 3), (2,), attention="softmax")
+    arch = _arch((3, 4), (2,), attention="softmax")
     W = random_weights(arch)
     with pytest.raises(ValueError, match="must be 'lightning' for the Eq. 12 closed form"):
         forward_closed_form(arch, W.to_virtual(), random_inputs(arch, 1))
@@ -140,7 +141,7 @@ def test_key_symmetry_preserves_outputs(attention):
     arch = _arch((4, 3, 5), (2, 3), attention=attention)
     W = random_weights(arch, seed=11)
     X = random_inputs(arch, 4, seed=11)
-    C = torch.randn(3, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 2 * torch.eye(3)
+    C = random_matrix(3, 3, seed=1) + 2 * torch.eye(3, dtype=torch.float64)
     assert torch.allclose(forward(arch, act_keys(W, 2, C), X), forward(arch, W, X), rtol=1e-9, atol=1e-12)
 
 
@@ -150,7 +151,7 @@ def test_interlayer_symmetry_preserves_outputs(attention):
     arch = _arch((4, 3, 5, 2), (2, 3, 2), attention=attention)
     W = random_weights(arch, seed=12)
     X = random_inputs(arch, 4, seed=12)
-    C = torch.randn(5, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64) + 3 * torch.eye(5)
+    C = random_matrix(5, 5, seed=2) + 3 * torch.eye(5, dtype=torch.float64)
     assert torch.allclose(forward(arch, act_between_layers(W, 2, C), X), forward(arch, W, X),
                           rtol=1e-9, atol=1e-12)
 

@@ -56,7 +56,7 @@ def test_witness_reproduces_other(arch):
     assert canonical_distance(moved, W2) < 1e-8
     a, b = _outputs(arch, moved), _outputs(arch, W2)
     assert float((a - b).abs().max()) <= 1e-10 * float(a.abs().max())
-    json.dumps(result.to_dict())
+    assert json.loads(json.dumps(result.to_dict()))["kind"] == "generic"
 
 
 def test_exact_identity_for_integer_weights():

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import random_matrix
 
 from neuromanifold import AttentionWeights, LayerWeights
 from neuromanifold.cli import main
@@ -150,7 +151,7 @@ def test_ambiguous_float_rank_is_not_settled():
     from neuromanifold import AttentionWeights
 
     A = torch.diag(torch.tensor([1.0, 1e-5, 1e-9], dtype=torch.float64))
-    V = torch.randn(2, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    V = random_matrix(2, 3, seed=7)
     result = classify_layer(AttentionWeights((A,), (V,)), tokens=3, seed=6)
     assert not result.ranks_settled and any("ambiguous" in n for n in result.notes)
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from conftest import random_matrix
 
 from neuromanifold import Architecture, numerical_dim
 from neuromanifold.dimension.result import AmbiguousRankWarning, require_settled
@@ -97,7 +98,7 @@ def test_numerical_rank_known_matrix():
 
 def test_full_rank_matrix():
     """A well-conditioned full-rank matrix has rank n (gap measured against the round-off floor)."""
-    M = torch.randn(9, 5, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    M = random_matrix(9, 5, seed=9)
     nr = numerical_rank(torch.linalg.svdvals(M), 9, 5)
     assert nr.rank == 5 and not nr.is_ambiguous(4.0)
 

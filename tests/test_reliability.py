@@ -138,8 +138,14 @@ def test_commands_refuse_bad_seeds_before_any_output(tmp_path, good_layer, seed)
 
 @PROBE
 @given(jobs=st.integers(min_value=4 * (os.cpu_count() or 1) + 1, max_value=10 ** 9))
-def test_sweep_caps_jobs_before_starting_processes(tmp_path, jobs):
+def test_sweep_caps_jobs_before_starting_processes(tmp_path, monkeypatch, jobs):
     """`--jobs` above 4 per core is refused before the store exists or a worker starts."""
+    from neuromanifold.sweeps import workers
+
+    def no_pool(*_args, **_kwargs):
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr(workers, "_LocalPool", no_pool)  # fail fast instead of starting `jobs` processes
     grid = tmp_path / "g.toml"
     grid.write_text(TINY_GRID)
     db = tmp_path / f"j{jobs}.sqlite"
@@ -179,6 +185,12 @@ def test_huge_grid_is_counted_before_it_is_built(tmp_path):
     code, out, err = run_cli(["sweep", str(grid), "--db", str(db)])
     assert time.perf_counter() - t0 < 10  # not built: building it would take minutes and gigabytes
     assert_refused(code, out, err, "widths")
+    assert not db.exists()
+    # Lists each within their caps whose product (219,122) is not: refused from the count.
+    grid.write_text("widths = {layers = [1], range = [1, 331]}\nkeys = [[1], [2]]\ntokens = [2]\n")
+    code, out, err = run_cli(["sweep", str(grid), "--db", str(db)])
+    assert_refused(code, out, err, "grid")
+    assert "219122" in err and "combinations" in err
     assert not db.exists()
 
 
@@ -436,6 +448,21 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _loaded_torch(pid: int) -> bool:
+    try:
+        return "torch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
 SLOW_GRID = 'widths = [[40, 30, 20, 10], [30, 40, 20, 10]]\nkeys = [[6, 5, 4]]\ntokens = [3]\nmethod = ["numerical"]\n'
 
 
@@ -456,6 +483,12 @@ def test_workers_die_with_a_killed_sweep(tmp_path):
             workers = [p for p in _children(proc.pid) if "spawn_main" in
                        Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
         assert len(workers) == 2, "the sweep did not start its workers"
+        # Kill only once both are computing (an idle worker would end anyway at its pipe's EOF):
+        # imports take a few CPU seconds, the items minutes.
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(_cpu_seconds(p) > 8 for p in workers):
+            time.sleep(0.5)
+        assert all(_cpu_seconds(p) > 8 for p in workers), "the workers did not start computing"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         deadline = time.monotonic() + 30
@@ -476,7 +509,7 @@ def test_sigint_says_interrupted_and_exits_130(tmp_path):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and "torch" not in Path(f"/proc/{proc.pid}/maps").read_text():
+        while time.monotonic() < deadline and not _loaded_torch(proc.pid):
             time.sleep(0.2)  # wait until the computation has started (torch loaded)
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
