@@ -42,7 +42,7 @@ def figure3(
     check_seed(seed)
     attention = attention.lower()
     Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
-    delta_list = check_figure3_deltas(parse_int_set("deltas", deltas), attention)
+    delta_list = check_figure3_deltas(parse_int_set("deltas", deltas), attention, max_memory)
     if out.exists() and not out.is_dir():
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"

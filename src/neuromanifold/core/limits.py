@@ -1,6 +1,7 @@
 """The limits the tool applies before any work: sizes, process counts, memory and output places.
 
-Every request is checked against these before a computation starts, a file is read in full or
+Every request is checked against these (and the memory it would need, by `dimension.memory`)
+before a computation starts, a file is read in full or
 anything is printed, so a refusal costs nothing and leaves nothing behind (docs/reliability.md).
 A refusal is an `InputError` (exit code 2) or, for a well-formed request that exceeds a stated
 resource limit, a `ResourceError` (also exit code 2); the message names the option and the fix.
@@ -8,7 +9,6 @@ resource limit, a `ResourceError` (also exit code 2); the message names the opti
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -19,10 +19,6 @@ MAX_WIDTH = 100_000          # any d_i or a_i
 MAX_TOKENS = 100_000         # t
 MAX_LAYERS = 1_000           # l
 JOBS_PER_CORE = 4            # worker processes per CPU core
-# Dense matrices of a dimension computation (Jacobian rows folded into an n x n factor, its SVD):
-# refused when their estimate exceeds this share of the machine's memory.
-MEMORY_SHARE = 0.5
-DENSE_COPIES = 3             # the factor, the scaled copy handed to the SVD, the SVD's workspace
 
 
 def check_sizes(widths: tuple[int, ...], keys: tuple[int, ...], tokens: int) -> None:
@@ -51,30 +47,6 @@ def check_jobs(jobs: int) -> int:
         raise bad_value("jobs", f"at most {cap} ({JOBS_PER_CORE} per core on {os.cpu_count() or 1} cores)",
                         jobs, f"Pass --jobs {os.cpu_count() or 1} (one per core).")
     return jobs
-
-
-def memory_bytes() -> int:
-    """Physical memory of this machine in bytes (a large default where it cannot be read)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 16 * 2 ** 30
-
-
-def check_dense_memory(n_params: int, what: str) -> None:
-    """Refuse a dimension computation whose dense n_params x n_params matrices cannot fit.
-
-    Math: the rank is read off a factor with n_params columns and at least as many rows, in
-    float64 (or 64-bit residues mod p), so DENSE_COPIES * 8 * n_params^2 bytes is a lower bound.
-    """
-    need = DENSE_COPIES * 8 * n_params ** 2
-    budget = int(MEMORY_SHARE * memory_bytes())
-    if need > budget:
-        side = math.isqrt(budget // (DENSE_COPIES * 8))
-        raise ResourceError(
-            f"`widths` must give at most {side} parameters on this machine for {what}; got "
-            f"{n_params} parameters (about {need / 2 ** 30:.1f} GiB of dense matrices, "
-            f"limit {budget / 2 ** 30:.1f} GiB). Pass smaller widths or keys.")
 
 
 def check_output_folder(name: str, folder: str | os.PathLike) -> None:

@@ -95,7 +95,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         from .numerical import numerical_dim  # noqa: PLC0415
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                             progress=progress)
+                             progress=progress, max_memory=max_memory)
     check_choice("device", device, ("cpu", "cuda", "auto"))
     if device == "cuda":
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
@@ -114,7 +114,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
 
     options = {} if prime is None else {"prime": prime}
     return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
-                     progress=progress, **options)
+                     progress=progress, max_memory=max_memory, **options)
 
 
 def _cuda_available() -> bool:

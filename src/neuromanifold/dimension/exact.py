@@ -16,7 +16,6 @@ import torch
 
 from ..errors import ComputationError
 from ..core.architecture import Architecture
-from ..core.limits import check_dense_memory
 from ..core.checks import bad_value, check_architecture, check_seed, check_int, check_positive_float
 from .growth import grow_samples
 from .result import DimensionResult, Progress
@@ -99,7 +98,8 @@ def _sample_rows(arch: Architecture, weights, n_new: int, n_rows: int, p: int,
 def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None = None, seed: int = 0,
               progress: Progress | None = None, prime: int = DEFAULT_PRIME,
               rows: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-              max_seconds: float | None = None) -> DimensionResult:
+              max_seconds: float | None = None,
+              max_memory: str | float | int | None = None) -> DimensionResult:
     """Exact rank over F_p of S J at a random F_p point (a proven lower bound on dim M).
 
     Math: rank_p(S J(w)) <= rank J(generic) = dim M <= n_params - rank_p(T(w)), T the symmetry
@@ -117,7 +117,9 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
                         "Softmax networks are not polynomial; use method='numerical'.")
     seed = check_seed(seed)
-    check_dense_memory(arch.n_params, "the exact dimension")
+    from .memory import check_memory, exact_estimate  # noqa: PLC0415
+
+    check_memory(exact_estimate(arch, certify, samples), max_memory)
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")

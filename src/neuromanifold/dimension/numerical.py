@@ -22,7 +22,6 @@ from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
 from .growth import grow_samples
-from ..core.limits import check_dense_memory
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
@@ -86,6 +85,16 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
+def _check_memory(arch: Architecture, samples, max_memory, device) -> None:
+    """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
+    budget (`max_memory`, default 80% of the available memory); not checked for a GPU run."""
+    from .memory import check_memory, numerical_estimate  # noqa: PLC0415
+
+    if str(device) != "cuda":
+        check_memory(numerical_estimate(arch, samples), max_memory,
+                     skip=lambda: str(device) == "auto" and torch.cuda.is_available())
+
+
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
     """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
     rows_per_sample = arch.tokens * arch.widths[-1]
@@ -101,7 +110,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   device: str = "cpu", min_gap: float = DEFAULT_MIN_GAP,
                   min_samples: int | None = None, max_samples: int | None = None,
                   max_seconds: float | None = None,
-                  progress: Progress | None = None) -> DimensionResult:
+                  progress: Progress | None = None,
+                  max_memory: str | float | int | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
@@ -113,7 +123,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     """
     check_architecture(arch)
     seed = check_seed(seed)
-    check_dense_memory(arch.n_params, "the numerical dimension")
+    _check_memory(arch, samples, max_memory, device)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")

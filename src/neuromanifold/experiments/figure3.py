@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_choice, check_int
-from ..core.limits import MAX_WIDTH, check_dense_memory
+from ..core.limits import MAX_WIDTH
 from ..dimension.numerical import DimensionResult, numerical_dim
 
 # The paper's Figure 3 setting: l = 2, t = 3, a_i = 2, d_i = delta, N = 250.
@@ -41,11 +41,14 @@ def figure3_architecture(delta: int, attention: str) -> Architecture:
     return Architecture((delta,) * 3, (FIGURE3_KEYS,) * 2, FIGURE3_TOKENS, attention)
 
 
-def check_figure3_deltas(deltas: list[int], attention: str) -> list[int]:
-    """Refuse, before any work, a delta whose architecture is invalid or too large to compute."""
+def check_figure3_deltas(deltas: list[int], attention: str, max_memory=None) -> list[int]:
+    """Refuse, before any work, a delta whose architecture is invalid or whose estimated peak
+    memory (`dimension.memory`) exceeds the budget (default 80% of the available memory)."""
+    from ..dimension.memory import check_memory, numerical_estimate  # noqa: PLC0415
+
     for delta in deltas:
-        check_dense_memory(figure3_architecture(delta, attention).n_params,
-                           f"figure 3 at delta = {delta}")
+        check_memory(numerical_estimate(figure3_architecture(delta, attention), None,
+                                        min_samples=FIGURE3_SAMPLES), max_memory)
     return deltas
 
 

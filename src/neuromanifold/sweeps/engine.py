@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..core.checks import METHODS, bad_value, check_int, check_seed
-from ..core.limits import check_dense_memory, check_jobs
+from ..core.limits import check_jobs
 from .grid import Grid, estimated_cost, item_architecture, item_key, load_grid
 from .items import compute_item, error_row, timeout_row
 from .store import check_store, done_keys, insert_result, open_store
@@ -80,7 +80,6 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         if max_memory is not None:
             item["max_memory"] = max_memory
         item["key"] = item_key(item, seed)
-        check_dense_memory(item_architecture(item).n_params, f"the grid item {item['key']}")
     check_store(db)
     conn = open_store(db)
     t0 = time.perf_counter()
