@@ -504,7 +504,8 @@ def test_workers_die_with_a_killed_sweep(tmp_path):
 def test_sigint_says_interrupted_and_exits_130(tmp_path):
     """Ctrl-C during a computation: the interrupted line on stderr, exit code 130, no traceback."""
     cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())",
-           "dim", "--widths", "40,30,20", "--keys", "6,5", "--method", "numerical"]
+           "dim", "--widths", "64,64,64", "--keys", "8,8", "--tokens", "16", "--attention", "softmax",
+           "--method", "numerical"]  # minutes of work: it cannot finish before the signal
     env = dict(os.environ, PYTHONPATH=SRC)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
