@@ -350,3 +350,23 @@ def test_report_of_a_foreign_file_exits_2(tmp_path, capsys):
     assert main(["report", str(path), "--out", str(tmp_path / "rep")]) == 2
     assert "not an SQLite file" in capsys.readouterr().err
     assert not (tmp_path / "rep").exists()
+
+
+def test_report_compares_with_the_general_closed_form(tmp_path):
+    """The report carries the `general` closed form for the paper's lightning rows (none for
+    softmax) and plots measured against it; on certified items it agrees (docs/lightning_dimension.md)."""
+    import csv
+
+    from neuromanifold.sweeps.report import write_report
+
+    grid = tmp_path / "g.toml"
+    grid.write_text('widths = [[5, 4, 2], [3, 6, 4]]\nkeys = [[1, 2], [2, 3]]\ntokens = [1, 3]\n'
+                    'attention = ["lightning", "softmax"]\n')
+    db = tmp_path / "g.sqlite"
+    sweep(grid, db)
+    out = write_report(db, tmp_path / "rep")
+    assert any(f.endswith("measured_vs_general.png") for f in out["files"])
+    rows = list(csv.DictReader(open(tmp_path / "rep" / "results.csv")))
+    light = [r for r in rows if r["attention"] == "lightning" and r["status"] == "certified"]
+    assert light and all(r["general"] != "" and int(r["general_difference"]) == 0 for r in light)
+    assert all(r["general"] == "" for r in rows if r["attention"] == "softmax")

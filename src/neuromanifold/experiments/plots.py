@@ -72,6 +72,35 @@ def plot_figure1(data, path: Path) -> Path:
     return path
 
 
+def plot_measured_vs_general(rows: list[dict], path: Path) -> Path:
+    """Measured (settled or certified) lightning dimensions against the `general` closed form (a
+    conjecture): where it holds (on the diagonal) and where it fails (red)."""
+    fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
+    done = [r for r in rows if r["status"] in SETTLED_STATUSES and r.get("general") is not None]
+    for agree, colour, label in ((True, "tab:green", "general = measured"),
+                                 (False, "tab:red", "general != measured")):
+        pts = [r for r in done if (r["general_difference"] == 0) == agree]
+        if pts:
+            ax.scatter([r["general"] for r in pts], [r["dimension"] for r in pts], s=18,
+                       color=colour, alpha=0.7, label=f"{label} ({len(pts)})")
+    if done:
+        lo = min(min(r["general"], r["dimension"]) for r in done)
+        hi = max(max(r["general"], r["dimension"]) for r in done)
+        ax.plot([lo, hi], [lo, hi], "-", color="tab:gray", lw=1)
+    ax.set_xlabel("general closed form (conjecture)")
+    ax.set_ylabel("measured dimension (settled or certified)")
+    ax.set_title(f"Where the general closed form holds: lightning, {len(done)} results"
+                 + ("" if done else "\n(no settled or certified lightning result in this store)"),
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    if done:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
     """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
     fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)

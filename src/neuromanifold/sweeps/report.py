@@ -22,8 +22,28 @@ CSV_COLUMNS = (
     "hypotheses_hold", "status", "seconds", "formula_name", "difference", "conjecture",
     "conjecture_hypotheses_hold", "conjecture_difference", "method_used", "sv_gap", "n_samples",
     "seed", "temperature", "heads", "value_widths", "residual", "mlp", "activation", "norm",
-    "message", "item_key")
-REPORT_FILES = ("results.csv", "measured_vs_formula.png", "difference_heatmap.png")
+    "message", "item_key", "general", "general_difference")
+REPORT_FILES = ("results.csv", "measured_vs_formula.png", "difference_heatmap.png",
+                "measured_vs_general.png")
+
+
+def _general_value(r: dict) -> int | None:
+    """The `general` closed form (a conjecture) of a row of the paper's lightning model, computed
+    from its architecture; block networks and softmax have none."""
+    def only(text, digit: str) -> bool:  # every entry of a stored list such as "1,1" is `digit`
+        return all(x in ("", digit) for x in str(text or "").split(","))
+
+    plain = (only(r.get("heads"), "1") and not r.get("value_widths") and not r.get("residual")
+             and only(r.get("mlp"), "0") and (r.get("norm") or "none") == "none")
+    if r["attention"] != "lightning" or not plain:
+        return None
+    from ..core.architecture import Architecture  # noqa: PLC0415
+    from ..core.formulas import general  # noqa: PLC0415
+
+    def ints(text) -> tuple[int, ...]:
+        return tuple(int(x) for x in str(text).split(","))
+
+    return general(Architecture(ints(r["widths"]), ints(r["keys"]), int(r["tokens"]))).value
 
 
 def report_rows(rows: list[dict]) -> list[dict]:
@@ -38,6 +58,9 @@ def report_rows(rows: list[dict]) -> list[dict]:
         no_formula = r["formula_name"] == NO_FORMULA
         row["difference"] = None if dim is None or no_formula else dim - r["formula"]
         row["conjecture_difference"] = None if dim is None or no_formula else dim - r["conjecture"]
+        row["general"] = _general_value(r)
+        row["general_difference"] = (None if dim is None or row["general"] is None
+                                     else dim - row["general"])
         out.append({c: row.get(c) for c in CSV_COLUMNS})
     return out
 
@@ -118,7 +141,8 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
 
     Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map}.
     """
-    from ..experiments.plots import plot_difference_heatmap, plot_measured_vs_formula  # noqa: PLC0415
+    from ..experiments.plots import (plot_difference_heatmap, plot_measured_vs_formula,  # noqa: PLC0415
+                                     plot_measured_vs_general)
 
     if isinstance(heat_layers, bool) or not isinstance(heat_layers, int) or heat_layers < 1:
         raise bad_value("heat-layers", "an integer l >= 1", heat_layers, "Pass e.g. --heat-layers 2.")
@@ -152,5 +176,6 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
         plot_measured_vs_formula(rows, temps[1])
         plot_difference_heatmap(cells, temps[2], heat_x, heat_y,
                                 f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
+        plot_measured_vs_general(rows, temps[3])
     return {"rows": len(rows), "files": [str(p) for p in paths],
             "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values())}
