@@ -507,7 +507,10 @@ def test_sigint_says_interrupted_and_exits_130(tmp_path):
            "dim", "--widths", "64,64,64", "--keys", "8,8", "--tokens", "16", "--attention", "softmax",
            "--method", "numerical"]  # minutes of work: it cannot finish before the signal
     env = dict(os.environ, PYTHONPATH=SRC)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A test run started in the background of a shell inherits SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: give the child the default disposition, as a terminal does.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not _loaded_torch(proc.pid):
