@@ -282,3 +282,17 @@ def test_readout_symmetry_closes_the_open_family(widths, keys, truth):
     assert rank_mod_p(J.numpy(), P) == truth
     r = exact_dim(arch, seed=3)
     assert (r.status, r.dimension, r.upper_bound) == ("certified", truth, truth)
+
+
+def test_one_short_of_the_bound_is_not_certified():
+    """`certified` needs the exact rank to equal the upper bound: one cotangent per sample makes
+    the rank climb by one, and N = upper - 1 samples stops one short: `stopped`, not certified.
+    (A rule that certified within one of the bound passed every other test.)"""
+    from neuromanifold.dimension.exact import exact_dim
+
+    arch = Architecture((3, 4, 2), (2, 1), 2)
+    short = exact_dim(arch, samples=16, rows=1)
+    assert (short.lower_bound, short.upper_bound) == (16, 17)
+    assert short.status == "stopped" and short.method == "exact" and not short.is_settled
+    full = exact_dim(arch, samples=17, rows=1)
+    assert (full.status, full.dimension) == ("certified", 17)
