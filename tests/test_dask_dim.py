@@ -112,6 +112,8 @@ DIM = ["dim", "--widths", "5,4,3", "--keys", "2,1", "--tokens", "6", "--attentio
     (["--backend", "spark"], "backend"),
     (["--backend", "dask", "--heads", "2,2", "--method", "numerical"], "backend"),
     (["--backend", "dask", "--scheduler", "no port here", "--method", "numerical"], "scheduler"),
+    (["--backend", "dask", "--hf-config", "config.json"], "backend"),
+    (["--backend", "dask", "--method", "numerical", "--prime", "101"], "prime"),
 ])
 def test_bad_dask_options_are_one_line_exit_2(extra, option):
     """Bad --backend/--scheduler combinations: exit 2, one stderr line naming the option."""
@@ -180,3 +182,40 @@ def test_sweep_on_dask_stores_items_over_the_worker_budget_as_refused(small_work
         rows = dict(conn.execute("SELECT widths, status || ': ' || message FROM results"))
     assert rows["4,3,2"].startswith("settled")
     assert rows["64,64,64"].startswith("refused") and "estimated peak" in rows["64,64,64"]
+
+
+def test_cli_dask_without_scheduler_starts_a_local_cluster():
+    """`dim --backend dask` alone runs on a LocalCluster of 2 workers, with the local rank, and
+    says so in the JSON and on stderr."""
+    import json
+
+    args = ["dim", "--widths", "4,3,2", "--keys", "1,2", "--tokens", "5", "--attention", "softmax",
+            "--method", "numerical", "--seed", "4", "--json"]
+    code, out, _ = _cli(args)
+    code_dask, out_dask, err = _cli(args + ["--backend", "dask"])
+    local, remote = json.loads(out), json.loads(out_dask)
+    assert code == code_dask == 0
+    assert (remote["dimension"], remote["status"], remote["n_samples"]) == \
+        (local["dimension"], local["status"], local["n_samples"])
+    assert remote["backend"]["workers"] == dask_rank.LOCAL_WORKERS == 2
+    assert remote["backend"]["scheduler"] is None
+    assert "starting a LocalCluster of 2 workers" in err and "chunk 1/" in err
+
+
+def test_sweep_on_a_multithreaded_worker_computes_every_item(tmp_path):
+    """Three items on one worker with three threads (one process) are all settled, as locally:
+    torch.func's autodiff runs one task at a time in a worker process."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('widths = [[5, 4, 3], [6, 5, 4], [7, 5, 3]]\nkeys = [[2, 1]]\ntokens = [4]\n'
+                    'attention = ["softmax"]\nmethod = ["numerical"]\n')
+    with LocalCluster(n_workers=1, threads_per_worker=3, processes=False, dashboard_address=":0",
+                      silence_logs=40) as cluster:
+        summary = sweep(grid, tmp_path / "d.sqlite", backend="dask",
+                        scheduler=cluster.scheduler_address, seed=1)
+    assert summary.counts == {"settled": 3}
+    with sqlite3.connect(tmp_path / "d.sqlite") as conn:
+        stored = dict(conn.execute("SELECT widths, dimension FROM results"))
+    for widths in ((5, 4, 3), (6, 5, 4), (7, 5, 3)):
+        arch = Architecture(widths, (2, 1), 4, "softmax")
+        assert stored[",".join(map(str, widths))] == neuromanifold_dim(
+            arch, method="numerical", seed=1).dimension

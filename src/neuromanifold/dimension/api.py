@@ -139,6 +139,9 @@ def _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress, max
         if value is not None:
             raise bad_value(name, "given only with the exact or certified method (not with "
                             "--backend dask)", value, f"Drop --{name}.")
+    from .memory import check_memory, dask_client_estimate  # noqa: PLC0415
+
+    check_memory(dask_client_estimate(arch), max_memory)  # before torch is imported: quick
     from .numerical import numerical_dim  # noqa: PLC0415
 
     result = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,

@@ -170,8 +170,8 @@ class LocalRows:
     The row sources (`LocalRows`, `dask_rank.DaskRows`) share one interface: `split_rank` and
     `seconds_split` (the symmetry split), `add(X)` (rows of the samples X), `scaled_factor()` (a
     matrix with the singular values of every row so far after scaling the columns to unit norm,
-    the rank rule's scaling), `note()`, `leak`,
-    `seconds_jacobian`, `backend` (a dict for the result, or None) and `close()`.
+    the rank rule's scaling), `note()`, `leak`, `seconds_jacobian`, `backend` (a dict for the
+    result, or None) and `close()`.
     """
 
     backend = None
@@ -187,6 +187,7 @@ class LocalRows:
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
 
     def add(self, X: torch.Tensor) -> None:
+        """Compute and keep the rows J Q2 of the samples X."""
         t0 = time.perf_counter()
         reduced, leak = self.split.rows(self.arch, self.params, X)
         self.leak = max(self.leak, leak)
@@ -198,6 +199,7 @@ class LocalRows:
         return unit_scaled(self.factor(say), dim=0)
 
     def factor(self, say: Progress) -> torch.Tensor:
+        """Every row so far, folded into a triangular factor past `_KEEP_ROWS_BYTES`."""
         stacked = torch.cat(([self.R] if self.R is not None else []) + self.kept)
         self.kept = []
         if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
@@ -207,10 +209,11 @@ class LocalRows:
         return stacked
 
     def note(self) -> str:
+        """How the split read the rank, for the result's notes."""
         return self.split.note(self.leak)
 
     def close(self) -> None:
-        pass
+        """Nothing to release here."""
 
 
 def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, min_samples,
