@@ -8,13 +8,13 @@ Run bench_large_softmax.py with the same options for the local figures.
 Run: .venv/bin/python benchmarks/bench_dask_dim.py [--delta 64] [--keys 8] [--tokens 16] [--workers 2]
 """
 
-import argparse
 import resource
 import time
 
+from bench_large_softmax import architecture, architecture_options
 from distributed import Client, LocalCluster
 
-from neuromanifold import Architecture, neuromanifold_dim
+from neuromanifold import neuromanifold_dim
 from neuromanifold.dimension.memory import dask_client_estimate, dask_worker_estimate
 
 
@@ -29,14 +29,10 @@ def _one_thread() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--delta", type=int, default=64)
-    parser.add_argument("--keys", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--attention", default="softmax")
+    parser = architecture_options(__doc__)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    arch = Architecture((args.delta,) * 3, (args.keys,) * 2, args.tokens, args.attention)
+    arch = architecture(args)
     print(f"{arch}: {arch.n_params} parameters; LocalCluster of {args.workers} worker processes, "
           "1 thread each")
     print("estimates: " + dask_client_estimate(arch).describe() + "; "
