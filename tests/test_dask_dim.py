@@ -69,11 +69,12 @@ def test_dask_rank_equals_the_local_rank(scheduler, widths, keys, t, attention):
 
 
 def test_combined_factor_has_the_jacobian_singular_values(scheduler):
-    """The tree-combined R (two batches) has the stacked Jacobian's singular values and column
-    norms to 1e-10 relative, and is at most U x U."""
+    """The tree-combined R (two batches; chunks of 4 samples computed 3 at a time) has the
+    stacked Jacobian's singular values and column norms to 1e-10 relative, and is at most U x U."""
     arch = Architecture((6, 5, 4), (3, 2), 3, "softmax")
     local = LocalRows(arch, 7, torch.device("cpu"))
     remote = dask_rank.DaskRows(arch, 7, scheduler, lambda _m: None)
+    remote.block = 3
     try:
         gen = seeded_generator(7, "inputs")
         for n in (5, 3, 4):  # three batches: the second factor() combines with the first R
@@ -91,7 +92,7 @@ def test_combined_factor_has_the_jacobian_singular_values(scheduler):
     s_J, s_R = torch.linalg.svdvals(J), torch.linalg.svdvals(R)
     assert float((s_J - s_R).abs().max() / s_J[0]) < 1e-10
     assert torch.allclose(J.norm(dim=0), R.norm(dim=0), rtol=1e-10, atol=0)
-    assert remote.split_rank == local.split_rank and remote.backend["chunks"] == 6
+    assert remote.split_rank == local.split_rank and remote.backend["chunks"] == 2 + 2
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:
@@ -132,6 +133,14 @@ def test_unreachable_scheduler_is_exit_2(monkeypatch):
     assert (code, out) == (2, "")
     assert lines[-1].startswith("neuromanifold: error: `scheduler` must be the address of a "
                                 "running Dask scheduler; got 'tcp://127.0.0.1:9'")
+
+
+def test_chunks_have_one_per_thread_and_at_most_two_u_rows():
+    """A batch is cut into one chunk per worker thread unless that passes 2 U rows."""
+    assert dask_rank.chunk_samples(13, 2, 1024, 6016) == 7
+    assert dask_rank.chunk_samples(25, 2, 2048, 24064) == 13
+    assert dask_rank.chunk_samples(60, 2, 2048, 24064) == 23
+    assert dask_rank.chunk_samples(3, 5, 5000, 1000) == 1
 
 
 def test_dask_client_estimate_is_the_u_by_u_factor():

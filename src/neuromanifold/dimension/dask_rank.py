@@ -31,6 +31,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..errors import InputError
+from .numerical import _ROW_BLOCK_BYTES
 from .result import Progress
 
 # Workers of the LocalCluster started when no scheduler address is given (one thread each).
@@ -130,14 +131,28 @@ def stacked_factor(blocks: list[torch.Tensor]) -> torch.Tensor:
     return stack[: min(m, U)].triu()
 
 
-def _chunk_task(arch: Architecture, seed: int, X: torch.Tensor, threads: int | None) -> dict:
-    """On a worker: the rows J Q2 of the samples X (as the local path computes them), reduced to
-    their triangular factor R; with the tangent leak and the seconds spent."""
+def chunk_samples(n_samples: int, parts: int, rows_per_sample: int, n_cols: int) -> int:
+    """Samples per chunk of a batch of `n_samples`: one chunk per worker thread, but at most
+    2 U rows (U = `n_cols`) so that a chunk's rows, their stack and R stay within a tree step's
+    5 U^2 floats; at least one sample."""
+    per = -(-n_samples // parts)
+    return max(1, min(per, (2 * n_cols) // rows_per_sample))
+
+
+def _chunk_task(arch: Architecture, seed: int, X: torch.Tensor, block: int,
+                threads: int | None) -> dict:
+    """On a worker: the rows J Q2 of the samples X, computed `block` samples at a time as the
+    local path computes them, reduced to their triangular factor R; with the tangent leak and
+    the seconds spent."""
     t0 = time.perf_counter()
     params, split = _prepared(arch, seed, threads)
+    rows, leak = [], 0.0
     with AUTODIFF_LOCK:
-        rows, leak = split.rows(arch, params, X)
-    R = stacked_factor([rows])
+        for sub in torch.split(X, block):
+            reduced, sub_leak = split.rows(arch, params, sub)
+            rows.append(reduced)
+            leak = max(leak, sub_leak)
+    R = stacked_factor(rows)
     del rows
     return {"R": R, "leak": leak, "seconds": time.perf_counter() - t0}
 
@@ -157,8 +172,8 @@ def _note_task(arch: Architecture, seed: int, leak: float, threads: int | None) 
 
 class DaskRows:
     """The rows of `numerical._grow_and_read` computed and reduced on a Dask cluster (the row-source
-    interface of `numerical.LocalRows`). Each block of samples is cut into one chunk per worker
-    thread."""
+    interface of `numerical.LocalRows`). The samples of a batch are cut into one chunk per worker
+    thread (`chunk_samples`): few leaves, so few U x U tree steps."""
 
     def __init__(self, arch: Architecture, seed: int, scheduler: str | None, say: Progress,
                  samples: int | None = None):
@@ -184,13 +199,15 @@ class DaskRows:
         self.backend = {"name": "dask", "scheduler": address if scheduler else None,
                         "workers": len(nthreads), "threads": self.parts, "chunks": 0,
                         "worker_seconds": 0.0}
-        self.root, self.pending, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
+        self.root, self.waiting, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
+        self.n_cols = arch.n_params - self.split_rank
+        self.rows_per_sample = arch.tokens * arch.widths[-1]
+        # The local path's block of samples, whose full Jacobian rows a worker computes at once.
+        self.block = max(1, _ROW_BLOCK_BYTES // (self.rows_per_sample * arch.n_params * 8))
 
     def add(self, X: torch.Tensor) -> None:
-        """Send the samples X to the workers, one chunk per worker thread."""
-        for piece in torch.tensor_split(X.cpu(), min(self.parts, X.shape[0])):
-            self.pending.append(self.client.submit(_chunk_task, self.arch, self.seed, piece,
-                                                   self.threads, pure=False))
+        """Keep the samples X (N x d_0 x t floats) for the batch `factor` sends."""
+        self.waiting.append(X.cpu())
 
     def scaled_factor(self, say: Progress) -> torch.Tensor:
         """`factor()` with unit columns, scaled in place (the client's copy; the root stays on
@@ -208,15 +225,21 @@ class DaskRows:
         from distributed import as_completed  # noqa: PLC0415
 
         t0 = time.perf_counter()
-        total = len(self.pending)
-        for done, _ in enumerate(as_completed(self.pending), 1):
+        X = torch.cat(self.waiting)
+        self.waiting = []
+        per = chunk_samples(X.shape[0], self.parts, self.rows_per_sample, self.n_cols)
+        pending = [self.client.submit(_chunk_task, self.arch, self.seed, piece, self.block,
+                                      self.threads, pure=False) for piece in torch.split(X, per)]
+        total = len(pending)
+        say(f"dask: {X.shape[0]} samples sent to the workers in {total} chunks of at most {per}")
+        for done, _ in enumerate(as_completed(pending), 1):
             say(f"dask: chunk {done}/{total} of Jacobian rows factored on a worker")
-        level = ([self.root] if self.root is not None else []) + self.pending
+        level = ([self.root] if self.root is not None else []) + pending
         while len(level) > 1:
             paired = [self.client.submit(_combine_task, level[k], level[k + 1], pure=False)
                       for k in range(0, len(level) - 1, 2)]
             level = paired + level[len(paired) * 2:]
-        self.root, self.pending = level[0], []
+        self.root = level[0]
         say(f"dask: {total} chunk factors combined by a tree on the workers; gathering R")
         out = self.root.result()
         self.leak = out["leak"]

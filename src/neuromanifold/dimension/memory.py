@@ -39,6 +39,9 @@ EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
 # Resident size the Dask client adds to a process (its event loop, comms and graph state;
 # measured: 21 MiB with a LocalCluster's scheduler in the same process).
 DASK_CLIENT_BYTES = 50 * MIB
+# Resident size a Dask worker process adds to torch and the package (measured: a worker of a
+# 76-parameter rank peaked at 379 MiB, against 227 MiB for torch and the package alone).
+DASK_WORKER_BYTES = 150 * MIB
 
 
 def available_memory() -> int:
@@ -234,22 +237,28 @@ def dask_client_estimate(arch: Architecture) -> MemoryEstimate:
 
 
 def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> MemoryEstimate:
-    """Peak of one task of a Dask worker in that rank: a chunk of Jacobian rows (at most one
-    block of the local path's first pass) with its QR, or a tree step (the two U x U factors it
-    combines, their stack factored in place and the new factor: 5 U^2 floats, measured 3 U^2
-    above the two inputs); the dense tangents where no gauge applies. Factors waiting on a worker
-    for their tree step are not counted (Dask spills them to disk past its memory target)."""
+    """Peak of one task of a Dask worker in that rank: a chunk of at most 2 U rows
+    (`dask_rank.chunk_samples`, U the columns kept), computed one block of the local path at a
+    time, with their stack and its R; or a tree step (the two U x U factors it combines, their
+    stack factored in place and the new factor: 5 U^2 floats, measured 3 U^2 above the two
+    inputs); the dense tangents where no gauge applies; the worker process itself. Factors waiting
+    on a worker for their tree step are not counted (Dask spills them to disk past its memory
+    target)."""
     _, cols = _upper_guess(arch)
-    n_chunk = min(_first_samples(arch, _valid_samples(samples), None), _block_samples(arch))
-    chunk_rows = n_chunk * arch.tokens * arch.widths[-1]
-    parts = {"torch": _BASE_BYTES, **_row_block_parts(arch, n_chunk)}
-    # The chunk's QR: the column-major copy of the reduced rows, factored in place, and its R.
-    chunk_qr = (chunk_rows * cols + min(chunk_rows, cols) * cols) * 8
+    per_sample = arch.tokens * arch.widths[-1]
+    N = _first_samples(arch, _valid_samples(samples), None)
+    n_chunk = max(1, min(N, (2 * cols) // per_sample))
+    chunk_rows = n_chunk * per_sample
+    parts = {"torch": _BASE_BYTES, "dask worker": DASK_WORKER_BYTES,
+             **_row_block_parts(arch, min(n_chunk, _block_samples(arch)))}
+    # The chunk's reduced rows, their column-major stack (factored in place) and its R.
+    parts["chunk rows, stack and R"] = (2 * chunk_rows * cols + min(chunk_rows, cols) * cols) * 8
     parts["tree step (two factors, stack, QR)"] = 5 * cols * cols * 8
     held = parts.get("symmetry tangents", 0) / 3
-    peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
-                                held + parts["Jacobian block"] + chunk_qr,
-                                held + parts["tree step (two factors, stack, QR)"])
+    peak = parts["torch"] + parts["dask worker"] + max(
+        parts.get("symmetry tangents", 0),
+        held + parts["Jacobian block"] + parts["chunk rows, stack and R"],
+        held + parts["tree step (two factors, stack, QR)"])
     advice = ("Give the workers more memory (dask worker --memory-limit, shared by its threads), "
               "or use smaller --widths or --keys")
     return MemoryEstimate(f"numerical rank of {arch} on Dask, one worker thread", int(peak), parts,

@@ -243,8 +243,8 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
                             dtype=torch.float64).to(dev)
             source.add(X)
             n_done += n_new
-            say(f"N = {n_done}/{n_target} samples: Jacobian rows "
-                + ("computed" if source.backend is None else "sent to the workers"))
+            say(f"N = {n_done}/{n_target} samples: "
+                + ("Jacobian rows computed" if source.backend is None else "drawn"))
 
     def measure():
         t1 = time.perf_counter()
