@@ -174,7 +174,9 @@ def test_dask_workers_refuse_a_rank_over_their_budget(small_workers):
         _quiet_dim(small).dimension
     big = Architecture((64, 64, 64), (8, 8), 16, "softmax")
     assert dask_worker_estimate(big).peak > 10 ** 9 > dask_worker_estimate(small).peak
-    with pytest.raises(ResourceError, match="one worker thread"):
+    with pytest.raises(ResourceError, match=r"^`scheduler` must give Dask workers at least the "
+                       r"estimated peak per thread; got 953.7 MB per thread \(the Dask worker's "
+                       r"memory limit shared by its threads\) for .* one worker thread"):
         neuromanifold_dim(big, method="numerical", backend="dask", scheduler=small_workers)
 
 
@@ -190,7 +192,8 @@ def test_sweep_on_dask_stores_items_over_the_worker_budget_as_refused(small_work
     with sqlite3.connect(tmp_path / "r.sqlite") as conn:
         rows = dict(conn.execute("SELECT widths, status || ': ' || message FROM results"))
     assert rows["4,3,2"].startswith("settled")
-    assert rows["64,64,64"].startswith("refused") and "estimated peak" in rows["64,64,64"]
+    assert rows["64,64,64"].startswith("refused: `max_memory` must be at least the estimated "
+                                       "peak; got 953.7 MB (the Dask worker's memory limit")
 
 
 def test_cli_dask_without_scheduler_starts_a_local_cluster():

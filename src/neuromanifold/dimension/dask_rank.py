@@ -23,6 +23,7 @@ symmetry split from the seed, once per (architecture, seed).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -30,7 +31,7 @@ import time
 import torch
 
 from ..core.architecture import Architecture
-from ..errors import InputError
+from ..errors import InputError, ResourceError
 from .numerical import _ROW_BLOCK_BYTES
 from .result import Progress
 
@@ -38,6 +39,8 @@ from .result import Progress
 LOCAL_WORKERS = 2
 # Seconds to wait for a scheduler to answer before the address is refused.
 CONNECT_SECONDS = 10
+# Where a worker's budget comes from, in refusals.
+WORKER_BUDGET = "the Dask worker's memory limit shared by its threads"
 
 _PREPARED: dict = {}  # on a worker: (architecture, seed) -> (params, split); the latest one
 _LOCK = threading.Lock()
@@ -57,8 +60,9 @@ def connect(scheduler: str | None, n_workers: int = LOCAL_WORKERS):
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     if scheduler is None:
+        # Its workers' logs are silenced: a failed task is reported once, by the caller.
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout=CONNECT_SECONDS), None
@@ -102,14 +106,19 @@ def _prepared(arch: Architecture, seed: int, threads: int | None):
         return _PREPARED[key]
 
 
-def _split_task(arch: Architecture, seed: int, samples: int | None,
-                threads: int | None) -> tuple[int, float]:
-    """On a worker: check the worker's memory budget, build the split; (its rank, seconds)."""
-    from .memory import check_memory, dask_worker_estimate  # noqa: PLC0415
+def _split_task(arch: Architecture, seed: int, samples: int | None, threads: int | None,
+                option: str) -> tuple[int, float]:
+    """On a worker: check the worker's memory budget, build the split; (its rank, seconds).
+    `option` names what chose the workers (`scheduler`, or `backend` for our LocalCluster)."""
+    from .memory import dask_worker_estimate, format_bytes  # noqa: PLC0415
 
     budget = worker_budget()
-    if budget is not None:
-        check_memory(dask_worker_estimate(arch, samples), budget)
+    estimate = dask_worker_estimate(arch, samples)
+    if budget is not None and estimate.peak > budget:
+        raise ResourceError(
+            f"`{option}` must give Dask workers at least the estimated peak per thread; got "
+            f"{format_bytes(budget)} per thread ({WORKER_BUDGET}) for {estimate.describe()}. "
+            f"{estimate.advice}.")
     t0 = time.perf_counter()
     _, split = _prepared(arch, seed, threads)
     return split.rank, time.perf_counter() - t0
@@ -192,7 +201,8 @@ class DaskRows:
             say(f"dask: {len(nthreads)} workers, {self.parts} threads at {address}; "
                 "building the symmetry split on a worker")
             self.split_rank, self.seconds_split = self.client.submit(
-                _split_task, arch, seed, samples, self.threads, pure=False).result()
+                _split_task, arch, seed, samples, self.threads,
+                "scheduler" if scheduler else "backend", pure=False).result()
         except BaseException:
             self.close()
             raise

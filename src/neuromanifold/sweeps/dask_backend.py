@@ -27,18 +27,26 @@ _CHILD = ("import json, sys; from neuromanifold.sweeps.items import compute_item
 def _run_item(item: dict, compute: Callable[[dict], dict], timeout: float | None,
               threads: int | None) -> dict:
     """Runs on a Dask worker: the row of `item`, in a killable child process if `timeout`."""
-    from ..dimension.dask_rank import AUTODIFF_LOCK, worker_budget  # noqa: PLC0415
+    from ..dimension.dask_rank import AUTODIFF_LOCK, WORKER_BUDGET, worker_budget  # noqa: PLC0415
 
-    if item.get("max_memory") is None:
-        budget = worker_budget()
-        if budget is not None:
-            item = dict(item, max_memory=budget)
+    budget = worker_budget() if item.get("max_memory") is None else None
+    if budget is not None:
+        item = dict(item, max_memory=budget)
+    row = _item_row(item, compute, timeout, threads, AUTODIFF_LOCK)
+    if budget is not None and row.get("status") == "refused":  # say whose budget it was
+        row["message"] = row["message"].replace("(--max-memory)", f"({WORKER_BUDGET})", 1)
+    return row
+
+
+def _item_row(item: dict, compute: Callable[[dict], dict], timeout: float | None,
+              threads: int | None, lock) -> dict:
+    """The row of `item` computed here (under `lock`), or in a killable child if `timeout`."""
     if timeout is None:
         if threads:
             import torch  # noqa: PLC0415
 
             torch.set_num_threads(threads)
-        with AUTODIFF_LOCK:  # one item at a time per worker process (torch.func is not thread-safe)
+        with lock:  # one item at a time per worker process (torch.func is not thread-safe)
             return compute(item)
     env = None
     if threads:
