@@ -62,7 +62,8 @@ def test_dask_rank_equals_the_local_rank(scheduler, widths, keys, t, attention):
     assert (remote.dimension, remote.status, remote.n_samples, remote.rank_history) == \
         (local.dimension, local.status, local.n_samples, local.rank_history)
     assert remote.upper_bound == local.upper_bound
-    assert abs(remote.gap - local.gap) < 0.1
+    assert abs(remote.gap - local.gap) < 1e-6  # the same samples: the same singular values
+    assert abs(remote.sigma_before - local.sigma_before) < 1e-9 * local.sigma_before
     assert remote.backend["name"] == "dask" and remote.backend["workers"] == 2
     assert remote.backend["chunks"] >= 2 and "backend" not in local.to_dict()
     assert any("computed on Dask" in note for note in remote.notes)
@@ -151,6 +152,10 @@ def test_dask_client_estimate_is_the_u_by_u_factor():
     client = dask_client_estimate(arch)
     assert client.parts["R factor and its singular values"] == 2 * U * U * 8
     assert client.peak == sum(client.parts.values())
+    # The worker's chunk is the largest `chunk_samples` allows (one thread): 11 of 13 samples.
+    rows = dask_rank.chunk_samples(13, 1, 16 * 64, U) * 16 * 64
+    assert rows == 11 * 1024
+    assert dask_worker_estimate(arch).parts["chunk rows, stack and R"] == (2 * rows * U + U * U) * 8
     big = Architecture((128, 128, 128), (16, 16), 16, "softmax")
     assert dask_client_estimate(big).peak < numerical_estimate(big).peak / 3
     worker = dask_worker_estimate(big)
