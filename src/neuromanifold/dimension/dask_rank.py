@@ -17,8 +17,9 @@ whose root is combined with the previous R.
 
 The workers receive the architecture, the seed and the input samples X of their chunk (N x d_0 x t
 floats, drawn by the caller from the same seeded stream and in the same blocks as the local path,
-so the samples are bit for bit the local ones); each worker rebuilds the weights and the
-symmetry split from the seed, once per (architecture, seed).
+so the samples are bit for bit the local ones; a batch is cut into one chunk per worker thread);
+each worker rebuilds the weights and the symmetry split from the seed, once per (architecture,
+seed), and computes its rows a local block at a time with the local path's code.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class DaskRows:
 
     def __init__(self, arch: Architecture, seed: int, scheduler: str | None, say: Progress,
                  samples: int | None = None):
-        self.arch, self.seed, self.say = arch, seed, say
+        self.arch, self.seed = arch, seed
         if scheduler is None:  # with an address, a refusal must stay the only line
             say(f"dask: starting a LocalCluster of {LOCAL_WORKERS} workers")
         self.client, self.cluster = connect(scheduler)
