@@ -17,7 +17,8 @@ from typing import Literal
 
 from ..core.architecture import Architecture
 from ..errors import ResourceError
-from ..core.checks import METHODS, bad_value, check_architecture, check_choice, check_int
+from ..core.checks import (METHODS, bad_value, check_architecture, check_backend, check_choice,
+                           check_int)
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
@@ -33,8 +34,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
                       progress: Progress | None = None,
-                      max_memory: str | float | int | None = None, precision: int | None = None
-                      ) -> DimensionResult:
+                      max_memory: str | float | int | None = None, precision: int | None = None,
+                      backend: str = "local", scheduler: str | None = None) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     Args:
@@ -50,6 +51,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
             memory; default 80% of it): `ResourceError` before any large allocation when the
             estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
         precision: bits of the ball arithmetic of the certified softmax path (default 128).
+        backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
+            cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
+        scheduler: the Dask scheduler's address (default: a LocalCluster started for the call).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -58,6 +62,10 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
+    backend = check_backend(backend, scheduler)
+    if backend == "dask":
+        return _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress,
+                         max_memory, precision, scheduler)
     if method == "exact" and not arch.is_polynomial:
         raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks "
                         "('numerical' or 'auto' for other non-polynomial ones: relu/gelu/tanh "
@@ -115,6 +123,34 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     options = {} if prime is None else {"prime": prime}
     return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
                      progress=progress, max_memory=max_memory, **options)
+
+
+def _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
+              precision, scheduler) -> DimensionResult:
+    """The numerical rank on Dask: only the numerical method of plain (non-block) networks."""
+    if method in ("exact", "certified"):
+        raise bad_value("method", "'numerical' (or 'auto') with --backend dask", method,
+                        "Exact and certified ranks run on this machine; drop --backend dask, or "
+                        "use --method numerical.")
+    if arch.is_block:
+        raise bad_value("backend", "'local' for block networks (heads, values, residual, MLP, "
+                        "norms)", "dask", "Drop --backend dask: block ranks run on this machine.")
+    for name, value in (("prime", prime), ("precision", precision)):
+        if value is not None:
+            raise bad_value(name, "given only with the exact or certified method (not with "
+                            "--backend dask)", value, f"Drop --{name}.")
+    from .memory import check_memory, dask_client_estimate  # noqa: PLC0415
+
+    check_memory(dask_client_estimate(arch), max_memory)  # before torch is imported: quick
+    from .numerical import numerical_dim  # noqa: PLC0415
+
+    result = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                           progress=progress, max_memory=max_memory, backend="dask",
+                           scheduler=scheduler)
+    if method == "auto":
+        result.notes.append("auto with --backend dask: the numerical rank, not escalated (exact "
+                            "and certified ranks run on this machine)")
+    return result
 
 
 def _cuda_available() -> bool:

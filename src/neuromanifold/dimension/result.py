@@ -74,6 +74,8 @@ class DimensionResult:
     notes: list = field(default_factory=list)
     # Block networks: each symmetry family's incremental tangent rank, in catalogue order.
     symmetries: dict | None = None
+    # Where the rows were computed when not in this process: {"name": "dask", "scheduler", ...}.
+    backend: dict | None = None
 
     @property
     def fiber_dim(self) -> int:
@@ -97,8 +99,9 @@ class DimensionResult:
         out["general"] = None if self.general is None else self.general.to_dict()
         out["fiber_dim"] = self.fiber_dim
         out["is_settled"] = self.is_settled
-        if out["symmetries"] is None:
-            del out["symmetries"]
+        for key in ("symmetries", "backend"):
+            if out[key] is None:
+                del out[key]
         for key in ("gap", "sigma_before", "sigma_after"):
             if out[key] is not None and not math.isfinite(out[key]):
                 out[key] = None
