@@ -12,7 +12,8 @@ report each family's *incremental* rank (what it adds to the families before it)
   5. between-layer GL(d):        producer -> G producer, consumers -> . G^{-1} (no residual, no norm)
   6. MLP neuron rescaling:       row j of P times c, column j of U times c^-2 (square; c^-1 relu)
   7. unseen directions:          a producer's output along the readers' kernel, or a reader's
-                                 columns along what no producer reaches     (no residual, no norm)
+                                 columns along what no producer reaches     (no residual; with a
+                                 norm only the readers' half, through the norm)
   8. norm gain rescaling:        g_k -> c g_k, column k of every consumer / c  (with a norm)
   9. layernorm mean directions:  a reader R of g * N(Z) -> R + x (1/g)^T, as 1^T N(Z)/g = 0 (layernorm)
  10. layernorm shifts:           a producer M -> M + 1 x^T, as layernorm ignores 1 (layernorm,
@@ -32,6 +33,7 @@ non-polynomial blocks (`dimension.ball_blocks`) uses them all:
   3, 4 lightning only (scores linear in Q); the norm only changes the input the heads read;
   5, 7 no residual, no norm: the stream is written by rows and read by columns of linear maps
        (the activation acts after P, softmax after Q and K), so G and G^-1 (or a kernel) cancel;
+       with a norm, 7's readers see D C M h / s (see `_unseen`), and the kernel is taken there;
   6    square (c^-2) and relu (c^-1: relu is positively homogeneous, and the tangent is taken
        at c = 1); gelu and tanh have no such scaling, so the family is left out for them;
   8    g * N(Z) is read only as R diag(g) N(Z) by linear readers R;
@@ -155,6 +157,7 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
             _head_mixing(arch, blocks, i, ops, lambda parts: put(FAMILIES[3], parts))
         if not arch.residual and arch.norm == "none":
             _between_layers(arch, blocks, i, ops, lambda parts: put(FAMILIES[4], parts))
+        if not arch.residual:
             _unseen(arch, blocks, i, ops, lambda parts: put(FAMILIES[6], parts))
         m = arch.mlp_widths[i - 1]
         if m > 0 and arch.activation in ("square", "relu"):
@@ -279,7 +282,7 @@ def _norm_rotations(arch: Architecture, blocks: dict, i: int, ops: TangentOps, p
     part D E D^-1 s, entry (a, b) = g_a E_ab prod_{j != b} g_j, is an integer polynomial).
     """
     for makers, readers in _stages(arch, blocks, i):
-        g = blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
+        g = _stage_gain(blocks, readers, i)
         d = g.shape[0]
         others = _products_but_one(g, ops)
         s = ops.times(g[0], others[0])
@@ -335,11 +338,24 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
     Readers stacked R (their rows), producers side by side M (their columns): a producer row
     change n x^T with R n = 0 is invisible; a reader column change x n^T with n^T M = 0 reads
     nothing. Used only when R (resp. M) has full rank at this point (generic count).
+    With a norm (no residual) only the readers' half applies, through the norm: a reader sees
+    R D C M h / s (D = diag(g), C the centring d I - 1 1^T for layernorm, I for rmsnorm, s > 0
+    a scalar per token), so x n^T with n^T D C M = 0 reads nothing.
     """
     for makers, readers in _stages(arch, blocks, i):
         stacked = torch.cat([blocks[name] for name in readers])
         side = torch.cat([blocks[name] for name in makers], dim=1)
-        for names, matrix, as_rows in ((makers, stacked, True), (readers, side.T.contiguous(), False)):
+        if arch.norm == "none":
+            pairs = ((makers, stacked, True), (readers, side.T.contiguous(), False))
+        else:
+            g = _stage_gain(blocks, readers, i)
+            if arch.norm == "layernorm":
+                d = g.shape[0]
+                centre = d * torch.eye(d, dtype=g.dtype) + ops.neg(torch.ones((d, d), dtype=g.dtype))
+                side = ops.mm(centre, side)
+            side = ops.mm(torch.diag(g), side)
+            pairs = ((readers, side.T.contiguous(), False),)
+        for names, matrix, as_rows in pairs:
             if matrix.shape[0] >= matrix.shape[1]:
                 continue
             basis = ops.kernel(matrix)
@@ -355,6 +371,11 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
                         else:
                             d[j, :] = basis[:, k]
                         put({name: d})
+
+
+def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
+    """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
+    return blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
 
 
 def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
