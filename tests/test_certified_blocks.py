@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from neuromanifold import Architecture, neuromanifold_dim
+from neuromanifold import Architecture, neuromanifold_dim, rank_at_point
 from neuromanifold.cli import main
 from neuromanifold.core.blocks import block_forward, flatten_blocks, random_block_weights
 from neuromanifold.core.catalogue import FAMILIES, tangent_rows
@@ -19,6 +19,7 @@ from neuromanifold.dimension.ball_blocks import (ball_block_forward, ball_block_
                                                  block_upper_bound, certified_block_dim,
                                                  rational_block_point)
 from neuromanifold.dimension.blocks_numerical import block_jacobian, block_numerical_dim
+from neuromanifold.io.block_weightfiles import write_block_weights
 
 # Pairwise-distinct sizes where the options allow (a residual needs equal widths).
 CASES = {
@@ -197,3 +198,35 @@ def test_auto_keeps_a_clear_block_gap():
     r = neuromanifold_dim(arch, method="auto")
     assert (r.dimension, r.status, r.method) == (104, "settled", "numerical")
     assert any("not escalated" in n for n in r.notes)
+
+
+def test_rank_at_block_point_certified_and_degenerate():
+    """`rank_at_point` of block weights: 49 proved at seed 5's weights (layernorm, relu); at
+    seed 1's relu weights 38 is proved and 40 is not, so the answer is 38 <= rank <= 40."""
+    arch = CASES["layernorm relu"]
+    r = rank_at_point(arch, random_block_weights(arch, 5), method="certified", generic=False)
+    assert (r.rank, r.status, r.upper_bound) == (49, "certified", 49)
+    low = rank_at_point(RELU_LAYERNORM, random_block_weights(RELU_LAYERNORM, 1), method="auto",
+                        generic=False)
+    assert (low.rank, low.status, low.lower_bound, low.upper_bound) == (38, "lower-bound", 38, 40)
+
+
+def test_rank_at_block_point_rejects_missing_blocks():
+    """Block weights missing a block get the one-line template error naming it."""
+    arch = CASES["layernorm relu"]
+    blocks = random_block_weights(arch, 5)
+    del blocks["n_1"]
+    with pytest.raises(ValueError, match=r"`weights` must be a block n_1 of shape \(4, 1\)"):
+        rank_at_point(arch, blocks)
+
+
+def test_cli_rank_of_a_block_file(tmp_path, capsys):
+    """`rank --weights` reads a block file (with --activation, --norm) and proves the rank."""
+    arch = Architecture((4, 4), (2,), 3, "softmax", heads=(2,), residual=True, mlp=(3,),
+                        activation="gelu", norm="rmsnorm")
+    path = write_block_weights(tmp_path / "w.npz",
+                               {k: v.numpy() for k, v in random_block_weights(arch, 2).items()})
+    code = main(["rank", "--weights", str(path), "--attention", "softmax", "--residual", "--activation", "gelu", "--norm", "rmsnorm", "--method",
+                 "certified", "--no-generic", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and (data["rank"], data["status"]) == (80, "certified")

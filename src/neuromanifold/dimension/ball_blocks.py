@@ -38,9 +38,10 @@ from ..core.blocks import NORM_EPS, block_layout, flatten_blocks, random_block_w
 from ..core.catalogue import FLOAT_OPS, tangent_rows
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
-from .ball import DEFAULT_PRECISION, UndecidedBall, _arb, _dyadic, certify_rank
+from .ball import (DEFAULT_PRECISION, UndecidedBall, _arb, _dyadic, certify_rank,
+                   to_residues)
 from .blocks_numerical import block_jacobian
-from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
+from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
 from .modular_blocks import family_ranks_mod_p, fp_ops, random_blocks_mod_p
 from .result import DimensionResult, Progress
@@ -219,11 +220,42 @@ def block_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PR
     """n_params - rank_p(catalogue tangents) at a random integer point, and each family's
     incremental rank: a proven upper bound on the dimension (module docstring)."""
     p = check_word_prime(check_prime("prime", prime))
-    blocks = random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper"))
-    tangents, counts = tangent_rows(arch, blocks, fp_ops(p))
-    tangents = tangents.remainder(p)
-    rank = rank_mod_p(tangents.numpy(), p) if tangents.shape[0] else 0
-    return arch.n_params - rank, family_ranks_mod_p(tangents, counts, p)
+    return _catalogue_bound(arch, random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper")), p)
+
+
+def _catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: int
+                     ) -> tuple[int, dict[str, int]]:
+    """n_params - rank_p of the catalogue's tangents at residue blocks, and the family ranks."""
+    tangents, counts = tangent_rows(arch, residues, fp_ops(p))
+    families = family_ranks_mod_p(tangents.remainder(p), counts, p)
+    return arch.n_params - sum(families.values()), families
+
+
+def block_point(arch: Architecture, blocks: dict, p: int = DEFAULT_PRIME):
+    """At given named blocks: (upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
+
+    The upper bound is n_params - rank_p(catalogue tangents at the point): each float64 entry is
+    the dyadic rational it stores, reduced mod p exactly (`ball.to_residues`). Every tangent lies
+    in the Jacobian's kernel at every point where it is defined, and a rational one is defined
+    here because its denominator is non-zero mod p; a singular inverse or kernel mod p at these
+    weights leaves only the trivial bound n_params, said in the notes.
+    """
+    from ..geometry.block_fibers import check_block_weights  # noqa: PLC0415
+
+    check_block_weights(arch, blocks, "weights")
+    blocks = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64).detach().cpu()
+              for k, v in blocks.items()}
+    p = check_word_prime(check_prime("prime", p))
+    notes = []
+    try:
+        upper, _ = _catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
+    except ComputationError as exc:
+        upper = arch.n_params
+        notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "
+                     "n_params")
+    params = flatten_blocks(arch, blocks)
+    return (upper, notes, lambda X: block_jacobian(arch, params, X),
+            lambda X: (lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)))
 
 
 def certified_block_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
