@@ -95,8 +95,10 @@ def test_ball_forward_midpoint_matches_float():
     assert max(float(e.rad()) for e in values.flat) < 1e-20
 
 
-@pytest.mark.parametrize("arch", [ARCH_FORWARD, CASES["layernorm relu"], CASES["rmsnorm tanh"]],
-                         ids=["layernorm gelu", "layernorm relu", "rmsnorm tanh"])
+@pytest.mark.parametrize("arch", [
+    ARCH_FORWARD, CASES["layernorm relu"], CASES["rmsnorm tanh"],
+    Architecture((2, 3), (3,), 2, "softmax", values=(4,), mlp=(5,), activation="square"),
+], ids=["layernorm gelu", "layernorm relu", "rmsnorm tanh", "softmax square"])
 def test_ball_jacobian_contains_autodiff(arch):
     """At 40 bits every ball of a Jacobian block contains the float64 autodiff entry."""
     blocks, X = rational_block_point(arch, 4, 3)
