@@ -22,8 +22,9 @@ from ..core.checks import METHODS, bad_value, check_architecture, check_choice, 
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
-# A non-polynomial (softmax, block) numerical rank whose singular-value gap is below this many decades (or ambiguous)
-# is escalated to the certified path by method `auto` (docs/certified_softmax.md).
+# A numerical rank of a non-polynomial network (softmax, blocks) whose singular-value gap is
+# below this many decades (or ambiguous) is escalated to the certified path by method `auto`
+# (docs/certified_softmax.md).
 ESCALATE_GAP_DECADES = 6.0
 
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
