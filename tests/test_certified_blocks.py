@@ -65,7 +65,8 @@ def test_softmax_heads_certified(heads, truth):
     arch = Architecture((3, 3), (3,), 3, "softmax", heads=(heads,), values=(3,))
     r = neuromanifold_dim(arch, method="certified")
     assert (r.dimension, r.status, r.method) == (truth, "certified", "certified")
-    assert r.symmetries["per-head GL(a) on (Q, K)"] == r.symmetries["per-head GL(v) on (W, O)"] == 9 * heads
+    families = r.symmetries
+    assert families["per-head GL(a) on (Q, K)"] == families["per-head GL(v) on (W, O)"] == 9 * heads
 
 
 def test_bounds_apart_reported_as_lower_bound():
@@ -228,7 +229,8 @@ def test_cli_rank_of_a_block_file(tmp_path, capsys):
                         activation="gelu", norm="rmsnorm")
     path = write_block_weights(tmp_path / "w.npz",
                                {k: v.numpy() for k, v in random_block_weights(arch, 2).items()})
-    code = main(["rank", "--weights", str(path), "--attention", "softmax", "--residual", "--activation", "gelu", "--norm", "rmsnorm", "--method",
+    code = main(["rank", "--weights", str(path), "--attention", "softmax", "--residual",
+                 "--activation", "gelu", "--norm", "rmsnorm", "--method",
                  "certified", "--no-generic", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and (data["rank"], data["status"]) == (80, "certified")

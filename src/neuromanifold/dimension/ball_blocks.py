@@ -220,7 +220,8 @@ def block_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PR
     """n_params - rank_p(catalogue tangents) at a random integer point, and each family's
     incremental rank: a proven upper bound on the dimension (module docstring)."""
     p = check_word_prime(check_prime("prime", prime))
-    return _catalogue_bound(arch, random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper")), p)
+    point = random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper"))
+    return _catalogue_bound(arch, point, p)
 
 
 def _catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: int
