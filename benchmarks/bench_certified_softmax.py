@@ -32,6 +32,9 @@ BLOCK_CASES = [
     ("2 layers, H=2, values 3, residual, tanh MLP 5, rmsnorm",
      Architecture((5, 5, 5), (2, 2), 3, "softmax", heads=(2, 2), values=(3, 3), residual=True,
                   mlp=(5, 5), activation="tanh", norm="rmsnorm")),
+    ("2 layers of width 6, keys 3, H=2, residual, gelu MLP 6, layernorm",
+     Architecture((6, 6, 6), (3, 3), 3, "softmax", heads=(2, 2), residual=True, mlp=(6, 6),
+                  activation="gelu", norm="layernorm")),
 ]
 
 
