@@ -3,7 +3,7 @@
 Figure 3 widths certified within a time budget.
 
 Run: .venv/bin/python benchmarks/bench_certified_softmax.py [--deltas 3-10] [--largest 20,24,28]
-     [--budget 600] [--precision 128] [--no-blocks]
+     [--budget 600] [--precision 128] [--no-blocks] [--big-block]
 Prints seconds per point (total wall time including the upper bound, the float selection, the
 ball Jacobian block and its determinant) and the ball precision that settled it. Timings depend
 on the machine and its load: report them with the machine.
@@ -36,6 +36,10 @@ BLOCK_CASES = [
      Architecture((6, 6, 6), (3, 3), 3, "softmax", heads=(2, 2), residual=True, mlp=(6, 6),
                   activation="gelu", norm="layernorm")),
 ]
+# --big-block: 1,312 parameters, about two minutes.
+BIG_BLOCK = ("2 layers of width 8, keys 4, H=4, residual, gelu MLP 8, layernorm",
+             Architecture((8, 8, 8), (4, 4), 3, "softmax", heads=(4, 4), residual=True,
+                          mlp=(8, 8), activation="gelu", norm="layernorm"))
 
 
 def run(arch: Architecture, precision: int) -> tuple:
@@ -59,6 +63,7 @@ def main() -> None:
     parser.add_argument("--precision", type=int, default=128)
     parser.add_argument("--no-blocks", dest="blocks", action="store_false",
                         help="skip the transformer-block cases")
+    parser.add_argument("--big-block", action="store_true", help="add the 1,312-parameter block")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     print(f"{'case':<52} {'params':>6} {'dim':>6} {'expected':>8} {'status':>11} {'bits':>5} {'seconds':>8}")
@@ -71,7 +76,8 @@ def main() -> None:
     for widths, keys in (((4, 4, 4, 4), (2, 2, 2)), ((3, 5, 3), (2, 2))):
         r, s, bits = run(Architecture(widths, keys, 3, "softmax"), args.precision)
         line(f"widths {','.join(map(str, widths))} keys {','.join(map(str, keys))}", r, s, bits)
-    for label, arch in (BLOCK_CASES if args.blocks else []):
+    blocks = (BLOCK_CASES if args.blocks else []) + ([BIG_BLOCK] if args.big_block else [])
+    for label, arch in blocks:
         r, s, bits = run(arch, args.precision)
         line(label, r, s, bits)
         print(f"  {arch}: bounds {r.lower_bound}..{r.upper_bound}; " + ", ".join(
