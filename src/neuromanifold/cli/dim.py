@@ -16,7 +16,7 @@ def dim(
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
     temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
-    method: str = typer.Option("auto", help="auto, numerical, exact or certified (softmax: certified proves by ball arithmetic; auto escalates thin gaps)."),
+    method: str = typer.Option("auto", help="auto, numerical, exact or certified (softmax and other non-polynomial networks, blocks included: certified proves by ball arithmetic; auto escalates thin gaps)."),
     samples: Optional[int] = typer.Option(None, help="Input samples N (default: grown until the rank saturates)."),
     seed: int = typer.Option(0, help="Random seed for weights and inputs."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
@@ -33,7 +33,8 @@ def dim(
     activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
-                                            "softmax rank (certified/auto; default 128)."),
+                                            "softmax or other non-polynomial rank (certified/auto; "
+                                            "default 128)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
                                              "exceeds this: 16G, 500M, or a fraction such as 0.5 "
