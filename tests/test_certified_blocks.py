@@ -234,3 +234,14 @@ def test_cli_rank_of_a_block_file(tmp_path, capsys):
                  "certified", "--no-generic", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and (data["rank"], data["status"]) == (80, "certified")
+
+
+def test_relu_rank_below_the_bound_is_a_lower_bound_not_settled():
+    """A relu network's clear rank at one point below the symmetry bound is a lower bound only."""
+    arch = Architecture((3, 3), (2,), 3, "softmax", heads=(2,), values=(4,), residual=True,
+                        mlp=(5,), activation="relu", norm="layernorm")
+    low = neuromanifold_dim(arch, method="numerical", seed=1)
+    assert (low.status, low.dimension, low.lower_bound, low.upper_bound) == ("lower-bound", 38, 38, 40)
+    assert not low.is_settled and "piecewise analytic" in " ".join(low.notes)
+    high = neuromanifold_dim(arch, method="numerical", seed=2)
+    assert (high.status, high.dimension) == ("settled", 40)

@@ -114,6 +114,8 @@ class DimensionResult:
             if self.gap is not None:
                 how += (f": singular-value gap {self.gap:.1f} decades (sigma_r = "
                         f"{self.sigma_before:.2e}, sigma_r+1 = {self.sigma_after:.2e})")
+            if self.lower_bound is not None and self.upper_bound is not None:
+                how += f"; {self.lower_bound} <= dim <= {self.upper_bound}"
             how += f", N = {self.n_samples}"
         else:
             how = self.method if self.method == self.status else f"{self.method}, {self.status}"
@@ -130,6 +132,8 @@ class DimensionResult:
         """A closed form's value with whether it may be read as the dimension."""
         f = self.formula if formula is None else formula
         label = f"{f.name} ({f.status})"
+        if f.status == "none":  # a placeholder: nothing is known in closed form here
+            return f"none known for this architecture (closed forms cover: {f.hypotheses})"
         if not f.hypotheses_hold:
             return (f"{f.name} would give {f.value}, but its hypotheses fail ({f.hypotheses} "
                     "required): not the dimension")
@@ -156,8 +160,11 @@ class DimensionResult:
         if self.general is not None and self.general.hypotheses_hold:
             lines.append(("general", self.describe_formula(self.general)))
         c = self.conjecture
-        lines.append(("conjecture", f"{c.name} = {c.value} ({c.status}"
-                      + ("" if c.hypotheses_hold else "; outside its stated range") + ")"))
+        if c.status == "none":
+            lines.append(("conjecture", "none known for this architecture"))
+        else:
+            lines.append(("conjecture", f"{c.name} = {c.value} ({c.status}"
+                          + ("" if c.hypotheses_hold else "; outside its stated range") + ")"))
         if self.rank_rule:
             lines.append(("rank rule", ", ".join(f"{k} {v}" for k, v in self.rank_rule.items())))
         lines += [("notes", n) for n in self.notes]
