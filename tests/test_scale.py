@@ -152,17 +152,35 @@ def test_memory_restates_the_block_sizes_of_the_computing_modules():
         assert f"N = {int(N)})" in memory.exact_estimate(arch).what
 
 
-def test_refusal_imports_no_torch():
-    """The estimate and the refusal come before torch is imported (so they take well under 5 s)."""
+def _fresh_python(code: str) -> list[str]:
+    """The words `code` prints when run by a fresh interpreter (so that sys.modules starts empty)."""
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_refusal_imports_no_torch():
+    """The estimate and the refusal come before torch is imported (so they take well under 5 s)."""
     code = ("import sys\nfrom neuromanifold.cli import main\n"
             "rc = main(['dim', '--widths', '128,128,128', '--keys', '16,16', '--tokens', '16', "
             "'--attention', 'softmax', '--max-memory', '1G'])\n"
             "print(rc, 'torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+    assert _fresh_python(code) == ["2", "False"]
+
+
+def test_gauge_dimension_does_not_load_dynamo():
+    """A softmax gauge dimension (figure3's path) never imports torch._dynamo (seconds of start-up)."""
+    code = ("import sys, torch\nbare = 'torch._dynamo' in sys.modules\n"
+            "from neuromanifold import Architecture, numerical_dim\n"
+            "r = numerical_dim(Architecture((5, 4, 3), (2, 3), 3, 'softmax'), seed=4)\n"
+            "print(bare, r.dimension, 'gauge' in ' '.join(r.notes), 'torch._dynamo' in sys.modules)")
+    bare, dim, gauged, dynamo = _fresh_python(code)
+    if bare == "True":
+        pytest.skip("this torch imports torch._dynamo at `import torch`")
+    # widths 5,4,3 keys 2,3: 47 (Eq. 16), read through the gauge, with no torch._dynamo loaded.
+    assert (dim, gauged, dynamo) == ("47", "True", "False")
 
 
 @pytest.mark.parametrize("method", ["auto", "certified"])

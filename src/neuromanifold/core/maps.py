@@ -25,7 +25,11 @@ from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 def _mix(values: torch.Tensor, scores: torch.Tensor, arch: Architecture) -> torch.Tensor:
     """Combine value columns with attention scores[..., j, i] over the aggregated index j."""
     if arch.attention == "softmax":
-        scores = torch.softmax(scores / arch.temperature, dim=-2)
+        # Dividing by the default temperature 1 changes nothing, and any scalar division under
+        # torch.func.vmap(jvp) makes torch import torch._dynamo (1-2 s of start-up), so skip it.
+        if arch.temperature != 1.0:
+            scores = scores / arch.temperature
+        scores = torch.softmax(scores, dim=-2)
     return values @ scores
 
 

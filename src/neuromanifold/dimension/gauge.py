@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.func import jvp, vjp, vmap
+from torch.func import jvp, vmap
 
 from ..core.architecture import Architecture
 from ..core.maps import forward
@@ -97,8 +97,12 @@ class GaugeSplit:
         gen = torch.Generator(device="cpu").manual_seed(X.shape[0] * 7919 + X.numel())
         G = torch.randn((_CHECK_COVECTORS, X.shape[0] * arch.widths[-1] * arch.tokens),
                         generator=gen, dtype=params.dtype).to(params.device)
-        _, pull = vjp(f, params)
-        covectors = vmap(lambda g: pull(g)[0])(G)
+        # Plain autograd rather than torch.func.vjp: the latter imports torch._dynamo (1-2 s of
+        # start-up); the covectors are the same products g^T J.
+        w = params.detach().requires_grad_(True)
+        with torch.enable_grad():
+            y = f(w)
+            covectors = [torch.autograd.grad(y, w, g, retain_graph=True)[0] for g in G]
         W = self.weights
         worst = 0.0
         for j in covectors:
