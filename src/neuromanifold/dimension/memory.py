@@ -36,6 +36,10 @@ NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
 NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
 AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
 EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
+# From this many free columns on, `numerical_dim` (route "auto") eliminates the last value matrix
+# before reading the rank (`dimension.elimination`): the matrix it factorises loses d_l d_{l-1}
+# columns. Below it the full matrix takes seconds, and results stay exactly as they were.
+ELIMINATE_MIN_COLUMNS = 4096
 
 
 def available_memory() -> int:
@@ -158,11 +162,65 @@ def _upper_guess(arch: Architecture) -> tuple[int, int]:
     return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
 
 
+def elimination_samples(arch: Architecture, columns: int) -> int:
+    """First N of the eliminated route: N t - d_{l-1} rows per group (d_l groups) give the
+    reduced matrix about twice as many rows as its `columns`, plus one sample."""
+    d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
+    return max(2, math.ceil((2 * columns / d_l + d_in) / t) + 1)
+
+
+def eliminates(arch: Architecture) -> bool:
+    """True when `numerical_dim` (route "auto") eliminates the last value matrix here."""
+    return gauge_applies(arch) and _upper_guess(arch)[1] >= ELIMINATE_MIN_COLUMNS
+
+
+def _factor_bytes(rows: int, cols: int) -> int:
+    """Rows kept for the rank, their concatenation and the SVD's copies; past the fold threshold
+    the triangular factor they are folded into."""
+    kept = rows * cols * 8
+    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
+        return 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
+    r_bytes = min(rows, cols) * cols * 8
+    return 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+
+
+def _eliminated_estimate(arch: Architecture, samples: int | None,
+                         min_samples: int | None) -> MemoryEstimate:
+    """Peak of the eliminated route (`dimension.elimination`): per block of samples, the
+    Jacobian on the other free columns (with its reshaped and scaled copies), the group rows
+    B^T J_r kept between blocks (old, stacked with the block, rotated: three copies at once),
+    and the rows of Y with their factorisation."""
+    P = arch.n_params
+    d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
+    _, upper = _upper_guess(arch)
+    cols = upper - d_l * d_in
+    N = samples if samples is not None else max(elimination_samples(arch, cols), min_samples or 0)
+    per_sample = t * d_l
+    block = min(N, max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * cols * 8)))
+    block_bytes = block * per_sample * cols * 8
+    top = d_in * d_l * cols * 8
+    y_rows = d_l * max(0, N * t - d_in)
+    kept = y_rows * cols * 8
+    parts = {"torch": _BASE_BYTES,
+             "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
+             "eliminated rows": 3 * top + 2 * block_bytes,
+             "rows and factorisation": _factor_bytes(y_rows, cols)}
+    peak = parts["torch"] + max(top + kept + parts["Jacobian block"],
+                                kept + parts["eliminated rows"],
+                                top + parts["rows and factorisation"])
+    advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {y_rows} rows "
+              f"after eliminating the last value matrix here), or --device cuda")
+    return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
+                          int(peak), parts, advice)
+
+
 def numerical_estimate(arch: Architecture, samples: int | None = None,
                        min_samples: int | None = None) -> MemoryEstimate:
     """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
     not saturated; growth past the fold threshold keeps the rows as a triangular factor)."""
     samples = _valid_samples(samples)
+    if eliminates(arch):
+        return _eliminated_estimate(arch, samples, min_samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
     per_sample = arch.tokens * arch.widths[-1]
@@ -182,12 +240,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
         parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
         # Tangent rows (list + stack, a scaled copy, its QR) during the split; the QR stays.
         parts["symmetry tangents"] = 3 * n_tangents * P * 8
-    kept = rows * cols * 8
-    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
-        factor = 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
-    else:
-        r_bytes = min(rows, cols) * cols * 8
-        factor = 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+    factor = _factor_bytes(rows, cols)
     parts["rows and factorisation"] = factor
     held = parts.get("symmetry tangents", 0) / 3
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),

@@ -20,6 +20,7 @@ from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
+from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
 from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
@@ -32,6 +33,10 @@ _ROW_BLOCK_BYTES = 256 * 2 ** 20
 _KEEP_ROWS_BYTES = 3 * 2 ** 30
 # Largest ||J Q1|| / ||J|| (Jacobian on the symmetry tangents) accepted as round-off.
 _MAX_LEAK = 1e-9
+# How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
+# the last value matrix exactly ("eliminate", `dimension.elimination`; gauge networks only).
+# "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on (`dimension.memory`).
+ROUTES = ("auto", "full", "eliminate")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -111,7 +116,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   min_samples: int | None = None, max_samples: int | None = None,
                   max_seconds: float | None = None,
                   progress: Progress | None = None,
-                  max_memory: str | float | int | None = None) -> DimensionResult:
+                  max_memory: str | float | int | None = None,
+                  route: str = "auto") -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
@@ -119,10 +125,13 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     symmetry upper bound, with a clear gap, unless `samples` fixes it; at `max_samples` or
     `max_seconds` it stops with status `stopped`. Rank rule: largest gap in the singular values; a gap below `min_gap`
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
-    `AmbiguousRankWarning`. Numerical: not a proof.
+    `AmbiguousRankWarning`. Numerical: not a proof. `route` (`ROUTES`) picks the matrix the rule
+    reads; "eliminate" reads it after removing the last value matrix's columns exactly
+    (`dimension.elimination`), where the gauge applies.
     """
     check_architecture(arch)
     seed = check_seed(seed)
+    route = check_choice("route", route, ROUTES)
     _check_memory(arch, samples, max_memory, device)
     floor = min_samples_required(arch)
     if samples is not None:
@@ -145,16 +154,28 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     upper = arch.n_params - split.rank
     n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rows_per_sample = arch.tokens * arch.widths[-1]
+    first = initial_samples(arch, upper)
+    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
+    eliminate = hasattr(split, "free") and (
+        route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS))
+    if eliminate:
+        from .elimination import LastValueElimination  # noqa: PLC0415
+
+        split = LastValueElimination(arch, split)
+        n_cols = split.columns
+        first = elimination_samples(arch, n_cols)
+        block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
+        say(f"last value matrix eliminated: rank read on {n_cols} of the {upper} free columns")
     if samples is not None:
         target = samples
     else:
-        target = max(initial_samples(arch, upper), min_samples or 0)
+        target = max(first, min_samples or 0)
     if max_samples is None:
         max_samples = max(8 * target, 64)
     gen = seeded_generator(seed, "inputs")
-    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
 
-    state = {"R": None, "kept": [], "jacobian": 0.0, "rank": 0.0, "leak": 0.0}
+    state = {"R": None, "kept": [], "rows": 0, "jacobian": 0.0, "rank": 0.0, "leak": 0.0,
+             "offset": 0, "input": None}
 
     def add(n_done: int, n_target: int) -> None:
         state["n"] = n_target
@@ -166,6 +187,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             reduced, block_leak = split.rows(arch, params, X)
             state["leak"] = max(state["leak"], block_leak)
             state["kept"].append(reduced)
+            state["rows"] += reduced.shape[0]
             state["jacobian"] += time.perf_counter() - t0
             n_done += n_new
             say(f"N = {n_done}/{n_target} samples: Jacobian rows computed")
@@ -182,15 +204,22 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         # Column scaling keeps the rank too; R's column norms are J's.
         sv = torch.linalg.svdvals(unit_scaled(R, dim=0))
         state["rank"] += time.perf_counter() - t1
-        nr = numerical_rank(sv, state["n"] * rows_per_sample, n_cols)
-        say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        nr = numerical_rank(sv, state["rows"], n_cols)
+        if eliminate:  # rank J = d_l rank M + rank Y (module elimination)
+            state["input"] = split.input_rank()
+            state["offset"] = arch.widths[-1] * state["input"].rank
+        say(f"N = {state['n']}: numerical rank {nr.rank + state['offset']} (gap {nr.gap:.1f} decades)")
         return nr
+
+    def clear(nr) -> bool:
+        return not nr.is_ambiguous(min_gap) and (
+            state["input"] is None or state["input"].is_settled(min_gap))
 
     # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
     grown = grow_samples(
-        target, add, measure, rank_of=lambda nr: nr.rank, upper=upper,
+        target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
         fixed=samples is not None, next_target=lambda n_done, _rank: math.ceil(n_done * 1.5),
-        clear=lambda nr: not nr.is_ambiguous(min_gap), max_samples=max_samples,
+        clear=clear, max_samples=max_samples,
         max_seconds=max_seconds, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
     t_jac, t_rank, leak = state["jacobian"], state["rank"], state["leak"]
@@ -201,7 +230,13 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
         notes.append(nr.ambiguity_note(min_gap))
-    notes.append(split.note(leak))
+    if eliminate:
+        notes.append(split.note(leak, state["input"]))
+        if state["input"].is_ambiguous(min_gap):
+            ambiguous = True
+            notes.append("last layer's input matrix: " + state["input"].ambiguity_note(min_gap))
+    else:
+        notes.append(split.note(leak))
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
@@ -210,7 +245,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             status_if_capped = "stopped"  # clear readings, but the rank was still growing
         ambiguous = True
         if samples is not None:
-            notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
+            notes.append(f"rank {nr.rank + state['offset']} is below the symmetry bound {upper} and N = {samples} was "
                          "fixed: saturation in N not verified (leave --samples out to grow N)")
         else:
             notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
@@ -220,11 +255,11 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     if grown.reason == "cap" and status_if_capped:
         status = status_if_capped
     if status != "settled":
-        warnings.warn(f"{arch}: numerical rank {nr.rank} is {status}: " + "; ".join(notes),
+        warnings.warn(f"{arch}: numerical rank {nr.rank + state['offset']} is {status}: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
-        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank,
+        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank + state["offset"],
         method="numerical", status=status, formula=expected_dim(arch),
         conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
