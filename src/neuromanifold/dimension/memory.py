@@ -209,17 +209,19 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
                                 kept + parts["eliminated rows"],
                                 top + parts["rows and factorisation"])
     advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {y_rows} rows "
-              f"after eliminating the last value matrix here), or --device cuda")
+              f"after eliminating the last value matrix here), fewer samples (--samples "
+              f"{math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
 
 
 def numerical_estimate(arch: Architecture, samples: int | None = None,
-                       min_samples: int | None = None) -> MemoryEstimate:
+                       min_samples: int | None = None, route: str = "auto") -> MemoryEstimate:
     """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
-    not saturated; growth past the fold threshold keeps the rows as a triangular factor)."""
+    not saturated; growth past the fold threshold keeps the rows as a triangular factor).
+    `route` as in `numerical_dim` ("full" for the whole Jacobian, as the certified path builds)."""
     samples = _valid_samples(samples)
-    if eliminates(arch):
+    if route == "eliminate" or (route == "auto" and eliminates(arch)):
         return _eliminated_estimate(arch, samples, min_samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
@@ -286,7 +288,7 @@ def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
     """Peak of the certified softmax path: the float Jacobian that selects the block (as the
     numerical path), plus the r x r ball block and the copy its determinant works on. An arb
     entry holds a 48-byte header and the midpoint's limbs at `precision` bits."""
-    base = numerical_estimate(arch, samples)
+    base = numerical_estimate(arch, samples, route="full")
     _, upper = _upper_guess(arch)
     ball = 2 * upper * upper * (48 + 2 * math.ceil(precision / 64) * 8)
     parts = dict(base.parts, **{"ball block": ball})

@@ -90,13 +90,13 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
-def _check_memory(arch: Architecture, samples, max_memory, device) -> None:
+def _check_memory(arch: Architecture, samples, max_memory, device, route) -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
     budget (`max_memory`, default 80% of the available memory); not checked for a GPU run."""
     from .memory import check_memory, numerical_estimate  # noqa: PLC0415
 
     if str(device) != "cuda":
-        check_memory(numerical_estimate(arch, samples), max_memory,
+        check_memory(numerical_estimate(arch, samples, route=route), max_memory,
                      skip=lambda: str(device) == "auto" and torch.cuda.is_available())
 
 
@@ -132,7 +132,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     check_architecture(arch)
     seed = check_seed(seed)
     route = check_choice("route", route, ROUTES)
-    _check_memory(arch, samples, max_memory, device)
+    _check_memory(arch, samples, max_memory, device, route)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
