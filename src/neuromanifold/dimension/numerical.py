@@ -156,7 +156,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     rows_per_sample = arch.tokens * arch.widths[-1]
     first = initial_samples(arch, upper)
     block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
-    eliminate = hasattr(split, "free") and (
+    eliminate = hasattr(split, "free") and (  # a gauge (GaugeSplit) applies
         route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS))
     if eliminate:
         from .elimination import LastValueElimination  # noqa: PLC0415
