@@ -246,7 +246,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         ambiguous = True
         if samples is not None:
             notes.append(f"rank {nr.rank + state['offset']} is below the symmetry bound {upper} and "
-                         f"N = {samples} was fixed: saturation in N not verified (leave --samples out to grow N)")
+                         f"N = {samples} was fixed: saturation in N not verified (leave "
+                         "--samples out to grow N)")
         else:
             notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
     else:
