@@ -23,14 +23,18 @@ def test_output_is_the_last_value_matrix_times_the_last_input():
     torch.testing.assert_close(forward(arch, W, X), W.V[-1] @ elimination.last_input(arch, flatten(W), X))
 
 
-@pytest.mark.parametrize("widths,keys,t", [((8, 7, 6), (3, 2), 5), ((6, 5, 4, 3), (2, 3, 1), 4)])
-def test_rank_identity_on_a_small_jacobian(widths, keys, t):
-    """rank J[:, free] = d_l rank M + rank Y, with M and Y built over two blocks of samples."""
+@pytest.mark.parametrize("widths,keys,t,sketch", [((8, 7, 6), (3, 2), 5, False), ((12, 10, 9), (3, 2), 3, True),
+                                                  ((6, 5, 4, 3), (2, 3, 1), 4, False)])
+def test_rank_identity_on_a_small_jacobian(widths, keys, t, sketch, monkeypatch):
+    """rank J[:, free] = d_l rank M + rank Y, with M and Y built over two blocks of samples
+    (Y whole, or sketched to 2 t(t-1) rows per sample)."""
+    if not sketch:
+        monkeypatch.setattr(elimination, "SKETCH_PER_SAMPLE", 10 ** 6)
     arch = Architecture(widths, keys, t, "softmax")
     W = random_weights(arch, 13)
     params = flatten(W)
     split = gauge_split(arch, W)
-    elim = elimination.LastValueElimination(arch, split)
+    elim = elimination.LastValueElimination(arch, split, torch.Generator().manual_seed(3))
     X = random_inputs(arch, 24, 13)
     Y = torch.cat([elim.rows(arch, params, X[:4])[0], elim.rows(arch, params, X[4:])[0]])
     full = matrix_rank(unit_scaled(unit_scaled(jacobian(arch, params, X)[:, split.free], 1), 0))
@@ -38,14 +42,19 @@ def test_rank_identity_on_a_small_jacobian(widths, keys, t):
     assert full.is_settled() and reduced.is_settled() and inputs.is_settled()
     assert inputs.rank == widths[-2]
     assert full.rank == widths[-1] * inputs.rank + reduced.rank
-    assert Y.shape == (widths[-1] * (24 * t - widths[-2]), split.free.numel() - widths[-1] * widths[-2])
+    first, second = widths[-1] * (4 * t - widths[-2]), widths[-1] * 20 * t   # rows per block
+    rows = first + (min(second, 2 * t * (t - 1) * 20) if sketch else second)
+    assert Y.shape == (rows, split.free.numel() - widths[-1] * widths[-2])
+    assert (elim.sketched > 0) == sketch
 
 
 @pytest.mark.parametrize("widths,keys,t,seed", [((6, 5, 4), (3, 2), 4, 1), ((9, 9, 9), (3, 4), 5, 2),
                                                 ((5, 4, 3, 2), (2, 3, 1), 3, 3),
-                                                ((16, 12, 10), (4, 5), 6, 4)])
+                                                ((16, 12, 10), (4, 5), 6, 4),
+                                                ((14, 12, 11), (3, 4), 3, 5)])
 def test_eliminated_route_agrees_with_the_full_route(widths, keys, t, seed):
-    """Same rank and status as the SVD of the whole free-column Jacobian, on several networks."""
+    """Same rank and status as the SVD of the whole free-column Jacobian, on several networks
+    (the last one with rows sketched)."""
     arch = Architecture(widths, keys, t, "softmax")
     full = numerical_dim(arch, seed=seed, route="full")
     elim = numerical_dim(arch, seed=seed, route="eliminate")
@@ -53,6 +62,7 @@ def test_eliminated_route_agrees_with_the_full_route(widths, keys, t, seed):
     assert not any("eliminated exactly" in n for n in full.notes)
     assert (elim.dimension, elim.status) == (full.dimension, full.status) == (full.upper_bound, "settled")
     assert elim.gap >= 4.0
+    assert ("rows sketched" in " ".join(elim.notes)) == (widths[0] == 14)
 
 
 def test_a_nearly_dependent_column_is_not_settled_at_the_bound(monkeypatch):
@@ -112,3 +122,8 @@ def test_the_41k_network_is_estimated_within_16_gb_and_the_92k_one_above():
     assert "7680 columns" in est41.advice
     full41 = memory.numerical_estimate(Architecture((128,) * 3, (16, 16), 16, "softmax"), route="full")
     assert full41.peak > 2 * est41.peak
+
+
+def test_memory_restates_the_sketch_size():
+    """memory.py needs no torch, so it restates the sketch size; the two must agree."""
+    assert memory.SKETCH_PER_SAMPLE == elimination.SKETCH_PER_SAMPLE

@@ -22,7 +22,16 @@ triangular factor R_M are kept, and a new block of samples is stacked under them
 one small QR of [R_M; M_new], whose orthogonal factor is applied to every group at once. The
 rows it adds to Y never change again, so growing N only appends rows (no recomputation).
 Rows are equilibrated by one factor per (n, s), shared by all r, which keeps the Kronecker
-block intact. See docs/scale.md.
+block intact.
+
+Y has d_l t rows per sample, but a sample adds far less to its rank: t(t - 1) on the networks
+measured (docs/scale.md; the scores of one sample, t columns summing to one, have t(t - 1)
+degrees of freedom). Each block's rows are therefore compressed by a Gaussian sketch to
+`SKETCH_PER_SAMPLE` t(t - 1) rows per sample (only where that is fewer). A sketch never raises
+a rank, and a block whose rows add rank to Y adds rank to the sketched rows too (almost surely:
+random combinations of rows not all in a subspace are not in it), so a sketch too small for
+a block only slows the growth in N: it cannot end it early nor overstate the rank. See
+docs/scale.md.
 """
 
 from __future__ import annotations
@@ -35,6 +44,9 @@ from ..core.parameters import unflatten
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import _finite
 from .rank import NumericalRank, numerical_rank
+
+# Rows kept per sample after the sketch, in units of t(t - 1).
+SKETCH_PER_SAMPLE = 2
 
 
 def eliminated_columns(arch: Architecture) -> int:
@@ -55,7 +67,7 @@ class LastValueElimination:
     """Rows of Y (module docstring) for successive blocks of samples, on the gauge's free columns
     other than V_l's; `input_rank` reads rank M from the kept triangular factor."""
 
-    def __init__(self, arch: Architecture, gauge: GaugeSplit) -> None:
+    def __init__(self, arch: Architecture, gauge: GaugeSplit, generator: torch.Generator) -> None:
         offsets = {name: offset for name, _, offset in arch.param_layout()}
         start = offsets[f"V_{arch.n_layers}"]
         self.gauge = gauge
@@ -68,6 +80,8 @@ class LastValueElimination:
         self._R = None       # triangular factor of M so far (at most d_{l-1} rows)
         self._top = None     # B^T J_r for every group, shape (rows of _R, d_l * columns)
         self._m_rows = 0     # rows of M so far (N t)
+        self._generator = generator  # draws the sketches
+        self.sketched = 0    # rows of Y the sketches left out
 
     def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(new rows of Y, tangent leak) for the samples X (appended to those seen before)."""
@@ -94,6 +108,11 @@ class LastValueElimination:
         del B
         self._R, self._top = R[:d_in].contiguous(), rotated[:d_in].contiguous()
         Y = rotated[d_in:].reshape(-1, self.columns)
+        keep = SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * n
+        if keep < Y.shape[0]:
+            S = torch.randn((keep, Y.shape[0]), generator=self._generator, dtype=Y.dtype)
+            self.sketched += Y.shape[0] - keep
+            Y = S.to(Y.device) @ Y
         return Y, leak
 
     def input_rank(self) -> NumericalRank:
@@ -104,6 +123,9 @@ class LastValueElimination:
 
     def note(self, leak: float, input_rank: NumericalRank) -> str:
         """How the rank was read, for the result's notes."""
+        sketch = (f" (rows sketched to {SKETCH_PER_SAMPLE} t(t-1) per sample: {self.sketched} rows "
+                  "left out)") if self.sketched else ""
         return (self.gauge.note(leak) + f"; the {self.offset} columns of the last value matrix "
                 f"eliminated exactly (their input matrix has rank {input_rank.rank}, gap "
-                f"{input_rank.gap:.1f} decades), rank read on the remaining {self.columns} columns")
+                f"{input_rank.gap:.1f} decades), rank read on the remaining {self.columns} "
+                f"columns{sketch}")

@@ -162,11 +162,21 @@ def _upper_guess(arch: Architecture) -> tuple[int, int]:
     return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
 
 
+# elimination.SKETCH_PER_SAMPLE: rows of Y kept per sample, in units of t(t - 1).
+SKETCH_PER_SAMPLE = 2
+# The first N of the eliminated route expects t(t - 1) rank per sample, with this margin.
+ELIMINATION_RANK_MARGIN = 1.3
+
+
 def elimination_samples(arch: Architecture, columns: int) -> int:
-    """First N of the eliminated route: N t - d_{l-1} rows per group (d_l groups) give the
-    reduced matrix about twice as many rows as its `columns`, plus one sample."""
+    """First N of the eliminated route: enough that N samples at t(t - 1) rank each (what one
+    sample adds to rank Y on the networks measured) exceed the reduced matrix's `columns` by
+    `ELIMINATION_RANK_MARGIN`, and that Y has twice as many rows as columns, plus one sample.
+    Growth in N corrects a first N that falls short."""
     d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
-    return max(2, math.ceil((2 * columns / d_l + d_in) / t) + 1)
+    by_rows = math.ceil((2 * columns / d_l + d_in) / t)
+    by_rank = math.ceil(ELIMINATION_RANK_MARGIN * columns / max(1, t * (t - 1)))
+    return max(2, by_rows + 1, by_rank + 1)
 
 
 def eliminates(arch: Architecture) -> bool:
@@ -199,7 +209,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
     block = min(N, max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * cols * 8)))
     block_bytes = block * per_sample * cols * 8
     top = d_in * d_l * cols * 8
-    y_rows = d_l * max(0, N * t - d_in)
+    y_rows = min(d_l * max(0, N * t - d_in), SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * N)
     kept = y_rows * cols * 8
     parts = {"torch": _BASE_BYTES,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),

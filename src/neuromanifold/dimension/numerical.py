@@ -161,7 +161,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     if eliminate:
         from .elimination import LastValueElimination  # noqa: PLC0415
 
-        split = LastValueElimination(arch, split)
+        split = LastValueElimination(arch, split, seeded_generator(seed, "sketch"))
         n_cols = split.columns
         first = elimination_samples(arch, n_cols)
         block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
