@@ -24,9 +24,9 @@ rows it adds to Y never change again, so growing N only appends rows (no recompu
 Rows are equilibrated by one factor per (n, s), shared by all r, which keeps the Kronecker
 block intact.
 
-Y has d_l t rows per sample, but a sample adds far less to its rank: t(t - 1) on the networks
-measured (docs/scale.md; the scores of one sample, t columns summing to one, have t(t - 1)
-degrees of freedom). Each block's rows are therefore compressed by a Gaussian sketch to
+Y has d_l t rows per sample, but a sample adds far less to its rank: t(t - 1) on the two-layer
+networks of equal widths measured, up to about twice that on others (docs/scale.md; the scores
+of one sample, t columns summing to one, have t(t - 1) degrees of freedom). Each block's rows are therefore compressed by a Gaussian sketch to
 `SKETCH_PER_SAMPLE` t(t - 1) rows per sample (only where that is fewer). A sketch never raises
 a rank, and a block whose rows add rank to Y adds rank to the sketched rows too (almost surely:
 random combinations of rows not all in a subspace are not in it), so a sketch too small for

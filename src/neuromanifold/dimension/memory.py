@@ -170,7 +170,7 @@ ELIMINATION_RANK_MARGIN = 1.3
 
 def elimination_samples(arch: Architecture, columns: int) -> int:
     """First N of the eliminated route: enough that N samples at t(t - 1) rank each (what one
-    sample adds to rank Y on the networks measured) exceed the reduced matrix's `columns` by
+    sample adds to rank Y on the two-layer networks of equal widths measured) exceed the reduced matrix's `columns` by
     `ELIMINATION_RANK_MARGIN`, and that Y has twice as many rows as columns, plus one sample.
     Growth in N corrects a first N that falls short."""
     d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
