@@ -82,6 +82,7 @@ class LastValueElimination:
         self._m_rows = 0     # rows of M so far (N t)
         self._generator = generator  # draws the sketches
         self.sketched = 0    # rows of Y the sketches left out
+        self._pending = 0    # samples whose rows of Y have not been emitted yet
 
     def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(new rows of Y, tangent leak) for the samples X (appended to those seen before)."""
@@ -99,6 +100,7 @@ class LastValueElimination:
         B = J_new if self._top is None else torch.cat([self._top, J_new])
         del J_new
         self._m_rows += n * t
+        self._pending += n
         leak = self.gauge.leak(arch, params, X[:2])
         if A.shape[0] <= d_in:  # too few rows to reduce yet: keep them whole
             self._R, self._top = A, B
@@ -108,7 +110,9 @@ class LastValueElimination:
         del B
         self._R, self._top = R[:d_in].contiguous(), rotated[:d_in].contiguous()
         Y = rotated[d_in:].reshape(-1, self.columns)
-        keep = SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * n
+        # These rows hold Y's share of every sample since the last rows emitted.
+        keep = SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * self._pending
+        self._pending = 0
         if keep < Y.shape[0]:
             S = torch.randn((keep, Y.shape[0]), generator=self._generator, dtype=Y.dtype)
             self.sketched += Y.shape[0] - keep
