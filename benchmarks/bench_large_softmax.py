@@ -14,15 +14,27 @@ import torch
 from neuromanifold import Architecture, numerical_dim
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def architecture_options(doc: str) -> argparse.ArgumentParser:
+    """The options naming the network (l = 2, widths delta, keys a, t tokens); shared with
+    bench_dask_dim.py."""
+    parser = argparse.ArgumentParser(description=doc)
     parser.add_argument("--delta", type=int, default=64)
     parser.add_argument("--keys", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--attention", default="softmax")
+    return parser
+
+
+def architecture(args: argparse.Namespace) -> Architecture:
+    """The network the options name."""
+    return Architecture((args.delta,) * 3, (args.keys,) * 2, args.tokens, args.attention)
+
+
+def main() -> None:
+    parser = architecture_options(__doc__)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    arch = Architecture((args.delta,) * 3, (args.keys,) * 2, args.tokens, args.attention)
+    arch = architecture(args)
     print(f"{arch}: {arch.n_params} parameters; torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, device {args.device}")
     t0 = time.perf_counter()

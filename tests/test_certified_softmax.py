@@ -106,13 +106,14 @@ def test_auto_escalates_thin_gap_only(monkeypatch):
 
 
 def test_refusals():
-    """exact stays refused for softmax; certified runs on the CPU; precision is for softmax."""
+    """exact stays refused for softmax; certified runs on the CPU; precision is for non-polynomial
+    networks (softmax, non-polynomial blocks)."""
     soft = Architecture((3, 3), (2,), 3, "softmax")
     with pytest.raises(ValueError, match="not polynomial"):
         neuromanifold_dim(soft, method="exact")
     with pytest.raises(ValueError, match="`device` must be 'cpu'"):
         neuromanifold_dim(soft, method="certified", device="cuda")
-    with pytest.raises(ValueError, match="`precision` must be given only for softmax"):
+    with pytest.raises(ValueError, match="`precision` must be given only for non-polynomial networks"):
         neuromanifold_dim(Architecture((3, 3), (2,), 3), precision=200)
     with pytest.raises(ValueError, match="`precision` must be an integer >= 16"):
         neuromanifold_dim(soft, method="certified", precision=8)

@@ -16,7 +16,7 @@ def dim(
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
     temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
-    method: str = typer.Option("auto", help="auto, numerical, exact or certified (softmax: certified proves by ball arithmetic; auto escalates thin gaps)."),
+    method: str = typer.Option("auto", help="auto, numerical, exact or certified (softmax and other non-polynomial networks, blocks included: certified proves by ball arithmetic; auto escalates thin gaps)."),
     samples: Optional[int] = typer.Option(None, help="Input samples N (default: grown until the rank saturates)."),
     seed: int = typer.Option(0, help="Random seed for weights and inputs."),
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
@@ -33,11 +33,17 @@ def dim(
     activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
-                                            "softmax rank (certified/auto; default 128)."),
+                                            "softmax or other non-polynomial rank (certified/auto; "
+                                            "default 128)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
                                              "exceeds this: 16G, 500M, or a fraction such as 0.5 "
                                              "of the available memory (default 0.8)."),
+    backend: str = typer.Option("local", help="local, or dask: the numerical rank's Jacobian rows "
+                                "computed and reduced on a Dask cluster (a LocalCluster of 2 "
+                                "workers without --scheduler)."),
+    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address, e.g. "
+                                            "tcp://host:8786 (with --backend dask)."),
     hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json "
                                             "(gpt2, llama, mistral, qwen2, bert): measure it shrunk."),
     shrink: Optional[str] = typer.Option(None, help="With --hf-config: the shrunk size, e.g. "
@@ -46,7 +52,15 @@ def dim(
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     check_seed(seed)
+    from ..core.checks import check_backend  # noqa: PLC0415
+
+    backend = check_backend(backend.lower(), scheduler)
     if hf_config is not None or shrink is not None:
+        if backend == "dask":
+            from ..core.checks import bad_value  # noqa: PLC0415
+
+            raise bad_value("backend", "'local' with --hf-config", backend,
+                            "Drop --backend dask: shrunk Hugging Face models run on this machine.")
         from .hfdim import hf_dim  # noqa: PLC0415
 
         return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json)
@@ -63,7 +77,8 @@ def dim(
 
     result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
                                device=device, prime=prime, progress=progress,
-                               max_memory=max_memory, precision=precision)
+                               max_memory=max_memory, precision=precision, backend=backend,
+                               scheduler=scheduler)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -12,11 +12,45 @@ report each family's *incremental* rank (what it adds to the families before it)
   5. between-layer GL(d):        producer -> G producer, consumers -> . G^{-1} (no residual, no norm)
   6. MLP neuron rescaling:       row j of P times c, column j of U times c^-2 (square; c^-1 relu)
   7. unseen directions:          a producer's output along the readers' kernel, or a reader's
-                                 columns along what no producer reaches     (no residual, no norm)
+                                 columns along what no producer reaches     (no residual; with a
+                                 norm only the readers' half, through the norm)
   8. norm gain rescaling:        g_k -> c g_k, column k of every consumer / c  (with a norm)
+  9. layernorm mean directions:  a reader R of g * N(Z) -> R + x (1/g)^T, as 1^T N(Z)/g = 0 (layernorm)
+ 10. layernorm shifts:           a producer M -> M + 1 x^T, as layernorm ignores 1 (layernorm,
+                                 no residual: every reader of M's output is behind a norm)
+ 11. one-token softmax:         every Q, K entry when the softmax has one token (t = 1); then
+                                 also V_1 -> V_1 + E, V_h -> V_h - E (unfactored values)
+ 12. norm rotations:             producer -> G producer, readers R -> R D G^-1 D^-1 (D = diag(g))
+                                 for orthogonal G (fixing 1 for layernorm)    (norm, no residual)
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
+
+NOTE: [Catalogue families beyond polynomials] Every family is a symmetry of the network for
+every attention, activation and norm it is used with, so the certified upper bound of
+non-polynomial blocks (`dimension.ball_blocks`) uses them all:
+  1, 2 the scores read Q, K only through Q^T K, the values W, O only through O W;
+  3, 4 lightning only (scores linear in Q); the norm only changes the input the heads read;
+  5, 7 no residual, no norm: the stream is written by rows and read by columns of linear maps
+       (the activation acts after P, softmax after Q and K), so G and G^-1 (or a kernel) cancel;
+       with a norm, 7's readers see D C M h / s (see `_unseen`), and the kernel is taken there;
+  6    square (c^-2) and relu (c^-1: relu is positively homogeneous, and the tangent is taken
+       at c = 1); gelu and tanh have no such scaling, so the family is left out for them;
+  8    g * N(Z) is read only as R diag(g) N(Z) by linear readers R;
+  9    layernorm's N(Z) has zero mean over features, so R diag(g) N(Z) is unchanged when
+       R diag(g) gains x 1^T. The tangent x (1/g)^T is rational; times prod_j g_j it is the
+       integer polynomial column k = x prod_{j != k} g_j, spanning the same line where no
+       gain is 0 (rmsnorm has no such direction);
+  10   layernorm(Y + 1 y^T) = layernorm(Y); without a residual the stream after a producer is
+       read only through the next norm (the network's output is never normed, and `_stages`
+       lists only boundaries with readers);
+  11   a softmax over one token is the constant 1, so the layer is sum_h V_h N(z);
+  12   for orthogonal G, rmsnorm(G Y) = G rmsnorm(Y), and layernorm too when G 1 = 1; without a
+       residual every reader R sees the stream as R D N(Y), so G D^-1 ... cancels. The tangent
+       (E M, -R D E D^-1) for antisymmetric E (E 1 = 0 for layernorm) times prod_j g_j is an
+       integer polynomial, as in 9.
+The relu rescaling and every other tangent lie in the Jacobian's kernel wherever the map is
+differentiable, which is all the bound needs (docs/certified_softmax.md).
 """
 
 from __future__ import annotations
@@ -38,6 +72,10 @@ FAMILIES = (
     "MLP neuron rescaling",
     "unseen directions",
     "norm gain rescaling",
+    "layernorm mean directions",
+    "layernorm shifts",
+    "one-token softmax",
+    "norm rotations",
 )
 
 
@@ -119,6 +157,7 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
             _head_mixing(arch, blocks, i, ops, lambda parts: put(FAMILIES[3], parts))
         if not arch.residual and arch.norm == "none":
             _between_layers(arch, blocks, i, ops, lambda parts: put(FAMILIES[4], parts))
+        if not arch.residual:
             _unseen(arch, blocks, i, ops, lambda parts: put(FAMILIES[6], parts))
         m = arch.mlp_widths[i - 1]
         if m > 0 and arch.activation in ("square", "relu"):
@@ -141,7 +180,58 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
                         parts[name] = zero[name].clone()
                         parts[name][:, k] = ops.neg(blocks[name][:, k])
                     put(FAMILIES[7], parts)
+            if arch.norm == "layernorm":
+                for gain, readers in gains:
+                    _mean_directions(blocks, gain, readers, ops,
+                                     lambda parts: put(FAMILIES[8], parts))
+        if arch.norm == "layernorm" and not arch.residual:
+            for makers, _ in _stages(arch, blocks, i):
+                for name in makers:
+                    for c in range(blocks[name].shape[1]):
+                        d = zero[name].clone()
+                        d[:, c] = 1
+                        put(FAMILIES[9], {name: d})
+        if arch.norm != "none" and not arch.residual:
+            _norm_rotations(arch, blocks, i, ops, lambda parts: put(FAMILIES[11], parts))
+        if arch.attention == "softmax" and arch.tokens == 1:
+            for h in range(1, H + 1):
+                for name in (f"Q_{i}_{h}", f"K_{i}_{h}"):
+                    for r in range(blocks[name].shape[0]):
+                        for c in range(blocks[name].shape[1]):
+                            d = zero[name].clone()
+                            d[r, c] = 1
+                            put(FAMILIES[10], {name: d})
+            if f"V_{i}_1" in blocks:
+                for h in range(2, H + 1):
+                    for r in range(blocks[f"V_{i}_1"].shape[0]):
+                        for c in range(blocks[f"V_{i}_1"].shape[1]):
+                            first, other = zero[f"V_{i}_1"].clone(), zero[f"V_{i}_{h}"].clone()
+                            first[r, c] = 1
+                            other[r, c] = ops.neg(torch.ones_like(other[r, c]))
+                            put(FAMILIES[10], {f"V_{i}_1": first, f"V_{i}_{h}": other})
     return [(name, out[name]) for name in FAMILIES]
+
+
+def _products_but_one(g: torch.Tensor, ops: TangentOps) -> torch.Tensor:
+    """(prod_{j != k} g_j)_k."""
+    column = []
+    for k in range(g.shape[0]):
+        acc = torch.ones_like(g[k])
+        for j in range(g.shape[0]):
+            if j != k:
+                acc = ops.times(g[j], acc)
+        column.append(acc)
+    return torch.stack(column)
+
+
+def _mean_directions(blocks: dict, gain: str, readers: list[str], ops: TangentOps, put) -> None:
+    """Row r of a reader R gains (1/g)^T times prod_j g_j: column k is prod_{j != k} g_j."""
+    row = _products_but_one(blocks[gain][:, 0], ops)
+    for name in readers:
+        for r in range(blocks[name].shape[0]):
+            d = torch.zeros_like(blocks[name])
+            d[r] = row
+            put({name: d})
 
 
 def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
@@ -185,6 +275,33 @@ def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put)
             put(parts)
 
 
+def _norm_rotations(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """so(d) (layernorm: the part fixing 1) at each boundary after layer i, through the norm.
+
+    Producers M -> M + s E M, readers R -> R - s R D E D^-1 with s = prod_j g_j (so the reader
+    part D E D^-1 s, entry (a, b) = g_a E_ab prod_{j != b} g_j, is an integer polynomial).
+    """
+    for makers, readers in _stages(arch, blocks, i):
+        g = _stage_gain(blocks, readers, i)
+        d = g.shape[0]
+        others = _products_but_one(g, ops)
+        s = ops.times(g[0], others[0])
+        if arch.norm == "layernorm":   # a basis of the complement of 1: e_r - e_{d-1}
+            basis = [torch.eye(d, dtype=torch.int64)[r] - torch.eye(d, dtype=torch.int64)[d - 1]
+                     for r in range(d - 1)]
+        else:
+            basis = list(torch.eye(d, dtype=torch.int64))
+        for a in range(len(basis)):
+            for b in range(a + 1, len(basis)):
+                E = torch.outer(basis[a], basis[b]) - torch.outer(basis[b], basis[a])
+                E = (E > 0).to(g.dtype) + ops.neg((E < 0).to(g.dtype))
+                parts = {name: ops.times(s, ops.mm(E, blocks[name])) for name in makers}
+                inner = ops.mm(ops.mm(torch.diag(g), E), torch.diag(others))
+                for name in readers:
+                    parts[name] = ops.neg(ops.mm(blocks[name], inner))
+                put(parts)
+
+
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
     """(producers, readers) at each boundary after attention i: producers write the stream
     through their rows, readers read it through their columns."""
@@ -221,11 +338,24 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
     Readers stacked R (their rows), producers side by side M (their columns): a producer row
     change n x^T with R n = 0 is invisible; a reader column change x n^T with n^T M = 0 reads
     nothing. Used only when R (resp. M) has full rank at this point (generic count).
+    With a norm (no residual) only the readers' half applies, through the norm: a reader sees
+    R D C M h / s (D = diag(g), C the centring d I - 1 1^T for layernorm, I for rmsnorm, s > 0
+    a scalar per token), so x n^T with n^T D C M = 0 reads nothing.
     """
     for makers, readers in _stages(arch, blocks, i):
         stacked = torch.cat([blocks[name] for name in readers])
         side = torch.cat([blocks[name] for name in makers], dim=1)
-        for names, matrix, as_rows in ((makers, stacked, True), (readers, side.T.contiguous(), False)):
+        if arch.norm == "none":
+            pairs = ((makers, stacked, True), (readers, side.T.contiguous(), False))
+        else:
+            g = _stage_gain(blocks, readers, i)
+            if arch.norm == "layernorm":
+                d = g.shape[0]
+                centre = d * torch.eye(d, dtype=g.dtype) + ops.neg(torch.ones((d, d), dtype=g.dtype))
+                side = ops.mm(centre, side)
+            side = ops.mm(torch.diag(g), side)
+            pairs = ((readers, side.T.contiguous(), False),)
+        for names, matrix, as_rows in pairs:
             if matrix.shape[0] >= matrix.shape[1]:
                 continue
             basis = ops.kernel(matrix)
@@ -241,6 +371,11 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
                         else:
                             d[j, :] = basis[:, k]
                         put({name: d})
+
+
+def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
+    """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
+    return blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
 
 
 def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS

@@ -86,6 +86,18 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     return value  # type: ignore[return-value]
 
 
+def check_backend(backend: object, scheduler: object = None) -> str:
+    """`backend` ('local' or 'dask') validated, with `scheduler` given only for 'dask'."""
+    backend = check_choice("backend", backend, ("local", "dask"))
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise bad_value("scheduler", "an address such as 'tcp://host:8786'", scheduler,
+                        "Pass the address the Dask scheduler prints when it starts.")
+    if scheduler is not None and backend != "dask":
+        raise bad_value("scheduler", "given only with --backend dask", scheduler,
+                        "Add --backend dask, or drop --scheduler.")
+    return backend
+
+
 def check_positive_float(name: str, value: object) -> float:
     """Return `value` as a float > 0."""
     try:

@@ -5,10 +5,11 @@ Methods:
              (`dimension.rank`); `ambiguous` when the gap is small or N did not saturate.
   exact      rank over F_p at a random point: a proven lower bound (lightning only).
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
-             `certified` when they meet. Softmax: the lower bound is a ball-arithmetic
-             determinant at a rational point instead (`dimension.ball`).
-  auto       certified for lightning; for softmax numerical first, escalated to certified when
-             the gap is below ESCALATE_GAP_DECADES or the rank is ambiguous.
+             `certified` when they meet. Non-polynomial networks (softmax, relu/gelu/tanh MLPs,
+             norms): the lower bound is a ball-arithmetic determinant at a rational point
+             instead (`dimension.ball`, and `dimension.ball_blocks` for transformer blocks).
+  auto       certified for polynomial networks; for the others numerical first, escalated to
+             certified when the gap is below ESCALATE_GAP_DECADES or the rank is ambiguous.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from typing import Literal
 
 from ..core.architecture import Architecture
 from ..errors import ResourceError
-from ..core.checks import METHODS, bad_value, check_architecture, check_choice, check_int
+from ..core.checks import (METHODS, bad_value, check_architecture, check_backend, check_choice,
+                           check_int)
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
-# A softmax numerical rank whose singular-value gap is below this many decades (or ambiguous)
-# is escalated to the certified path by method `auto` (docs/certified_softmax.md).
+# A numerical rank of a non-polynomial network (softmax, blocks) whose singular-value gap is
+# below this many decades (or ambiguous) is escalated to the certified path by method `auto`
+# (docs/certified_softmax.md).
 ESCALATE_GAP_DECADES = 6.0
 
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
@@ -33,8 +36,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
                       progress: Progress | None = None,
-                      max_memory: str | float | int | None = None, precision: int | None = None
-                      ) -> DimensionResult:
+                      max_memory: str | float | int | None = None, precision: int | None = None,
+                      backend: str = "local", scheduler: str | None = None) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     Args:
@@ -50,6 +53,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
             memory; default 80% of it): `ResourceError` before any large allocation when the
             estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
         precision: bits of the ball arithmetic of the certified softmax path (default 128).
+        backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
+            cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
+        scheduler: the Dask scheduler's address (default: a LocalCluster started for the call).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -58,23 +64,21 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
+    backend = check_backend(backend, scheduler)
+    if backend == "dask":
+        return _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress,
+                         max_memory, precision, scheduler)
     if method == "exact" and not arch.is_polynomial:
         raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks "
-                        "('numerical' or 'auto' for other non-polynomial ones: relu/gelu/tanh "
-                        "MLPs, norms)", method,
+                        "and other non-polynomial ones (relu/gelu/tanh MLPs, norms)", method,
                         "Softmax networks are not polynomial (nor are relu/gelu/tanh MLPs or "
                         "norms), so there is no exact rank over F_p; use --method certified "
-                        "(softmax) or numerical.")
-    if method == "certified" and not arch.is_polynomial and arch.is_block:
-        raise bad_value("method", "'numerical' or 'auto' for non-polynomial block networks "
-                        "(softmax blocks, relu/gelu/tanh MLPs, norms)", method,
-                        "Certified ranks of these blocks are not implemented (plain softmax "
-                        "networks are); use --method numerical.")
-    if not arch.is_polynomial and not arch.is_block and method in ("certified", "auto"):
+                        "(ball arithmetic) or numerical.")
+    if not arch.is_polynomial and method in ("certified", "auto"):
         return _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress,
                             precision, max_memory)
     if precision is not None:
-        raise bad_value("precision", "given only for softmax networks (certified or auto)",
+        raise bad_value("precision", "given only for non-polynomial networks (certified or auto)",
                         precision, "Drop --precision: the other ranks are exact over F_p or float64.")
     if method == "auto":
         method = "certified" if arch.is_polynomial else "numerical"
@@ -117,6 +121,34 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                      progress=progress, max_memory=max_memory, **options)
 
 
+def _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
+              precision, scheduler) -> DimensionResult:
+    """The numerical rank on Dask: only the numerical method of plain (non-block) networks."""
+    if method in ("exact", "certified"):
+        raise bad_value("method", "'numerical' (or 'auto') with --backend dask", method,
+                        "Exact and certified ranks run on this machine; drop --backend dask, or "
+                        "use --method numerical.")
+    if arch.is_block:
+        raise bad_value("backend", "'local' for block networks (heads, values, residual, MLP, "
+                        "norms)", "dask", "Drop --backend dask: block ranks run on this machine.")
+    for name, value in (("prime", prime), ("precision", precision)):
+        if value is not None:
+            raise bad_value(name, "given only with the exact or certified method (not with "
+                            "--backend dask)", value, f"Drop --{name}.")
+    from .memory import check_memory, dask_client_estimate  # noqa: PLC0415
+
+    check_memory(dask_client_estimate(arch), max_memory)  # before torch is imported: quick
+    from .numerical import numerical_dim  # noqa: PLC0415
+
+    result = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                           progress=progress, max_memory=max_memory, backend="dask",
+                           scheduler=scheduler)
+    if method == "auto":
+        result.notes.append("auto with --backend dask: the numerical rank, not escalated (exact "
+                            "and certified ranks run on this machine)")
+    return result
+
+
 def _cuda_available() -> bool:
     import torch  # noqa: PLC0415
 
@@ -125,7 +157,8 @@ def _cuda_available() -> bool:
 
 def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, precision,
                  max_memory):
-    """Softmax: `certified` proves; `auto` runs numerical and escalates on a thin gap."""
+    """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
+    thin gap or an ambiguous rank."""
     from .memory import BALL_DEFAULT_PRECISION as DEFAULT_PRECISION  # noqa: PLC0415
     from .fp import DEFAULT_PRIME  # noqa: PLC0415
 
@@ -141,21 +174,25 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     # Both routes build the float Jacobian first; the certified one adds the ball block.
     check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
                  max_memory, skip=on_gpu)
-    from .ball import certified_softmax_dim  # noqa: PLC0415  (torch and flint only past the check)
+    if arch.is_block:  # torch and flint only past the check
+        from .ball_blocks import certified_block_dim as certified_dim  # noqa: PLC0415
+        from .blocks_numerical import block_numerical_dim as float_dim  # noqa: PLC0415
+    else:
+        from .ball import certified_softmax_dim as certified_dim  # noqa: PLC0415
+        from .numerical import numerical_dim as float_dim  # noqa: PLC0415
     if method == "certified":
         if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda":
             raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
                             "Ball arithmetic runs on the CPU; drop --device.")
-        return certified_softmax_dim(arch, samples=samples, **options)
+        return certified_dim(arch, samples=samples, **options)
     import warnings  # noqa: PLC0415
 
-    from .numerical import numerical_dim  # noqa: PLC0415
     from .result import AmbiguousRankWarning  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)
-        first = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                              progress=progress)
+        first = float_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
+                          progress=progress)
     if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
         first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
                            "decades, not escalated")
@@ -168,7 +205,7 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
         first.notes.append(f"auto: {why}, but not escalated: {exc}")
         return first
     (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path")
-    result = certified_softmax_dim(arch, **options)
+    result = certified_dim(arch, **options)
     result.notes.insert(0, f"auto: numerical first gave {first.dimension} ({why}); escalated to "
                         f"the certified path at {options['precision']} bits")
     result.seconds = {"numerical": first.seconds.get("total", 0.0), **result.seconds}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import flint
 import numpy as np
@@ -222,6 +223,13 @@ class BallRank:
     notes: list = field(default_factory=list)
 
 
+class UndecidedBall(ArithmeticError):
+    """A ball evaluation met a branch it cannot decide (a relu input ball containing 0)."""
+
+
+BlockEvaluator = Callable[[list, list], np.ndarray]
+
+
 def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, target: int, *,
                   precision: int = DEFAULT_PRECISION, J: torch.Tensor | None = None,
                   progress: Progress | None = None) -> BallRank:
@@ -230,10 +238,22 @@ def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, ta
     `weights` and `X` are float64 and taken as the exact rationals they store. The precision
     doubles (up to MAX_PRECISION) while the determinant ball contains 0.
     """
-    say = progress or (lambda _m: None)
-    t0 = time.perf_counter()
     if J is None:
         J = jacobian(arch, flatten(weights), X)
+    return prove_rank(J, target, lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols),
+                      precision=precision, progress=progress)
+
+
+def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
+               precision: int = DEFAULT_PRECISION, progress: Progress | None = None) -> BallRank:
+    """Prove rank >= `target` of the exact matrix that `J` approximates (float64).
+
+    `evaluate(rows, cols)` returns that exact matrix's block as arb balls at the current
+    precision (or raises `UndecidedBall`); the block is chosen from `J` (`_select_block`), and
+    the precision doubles (up to MAX_PRECISION) while its determinant ball contains 0.
+    """
+    say = progress or (lambda _m: None)
+    t0 = time.perf_counter()
     target = min(target, *J.shape)
     seconds = {"float selection": 0.0, "ball jacobian": 0.0, "ball determinant": 0.0}
     if target == 0:
@@ -242,25 +262,35 @@ def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, ta
     rows, cols = _select_block(scaled, target)
     seconds["float selection"] = time.perf_counter() - t0
     bits = precision
-    det = None
+    det, undecided = None, None
     old = flint.ctx.prec
     try:
         while True:
             flint.ctx.prec = bits
             t1 = time.perf_counter()
-            block = _ball_jacobian_block(arch, weights, X, rows, cols)
+            try:
+                block = evaluate(rows, cols)
+                undecided = None
+            except UndecidedBall as exc:
+                undecided = str(exc)
             t2 = time.perf_counter()
-            det = flint.arb_mat(block.tolist()).det()
-            t3 = time.perf_counter()
             seconds["ball jacobian"] += t2 - t1
-            seconds["ball determinant"] += t3 - t2
-            say(f"{target} x {target} block at {bits} bits: det = {det.str(5, radius=True)} "
-                f"({t3 - t1:.1f} s)")
-            if not det.contains(0) or bits >= MAX_PRECISION:
+            if undecided is None:
+                det = flint.arb_mat(block.tolist()).det()
+                t3 = time.perf_counter()
+                seconds["ball determinant"] += t3 - t2
+                say(f"{target} x {target} block at {bits} bits: det = {det.str(5, radius=True)} "
+                    f"({t3 - t1:.1f} s)")
+            else:
+                say(f"{target} x {target} block at {bits} bits: {undecided}")
+            if (undecided is None and not det.contains(0)) or bits >= MAX_PRECISION:
                 break
             bits *= 2
     finally:
         flint.ctx.prec = old
+    if undecided is not None:
+        return BallRank(0, target, bits, "undecided", seconds,
+                        [f"{undecided} at {bits} bits: nothing proved at this point"])
     proved = target if not det.contains(0) else 0
     notes = [] if proved else [f"the {target} x {target} block's determinant ball contains 0 at "
                                f"{bits} bits: nothing proved at this point"]
@@ -286,6 +316,32 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
     Status `certified` when the ball-arithmetic lower bound meets the F_p upper bound (a proof,
     no probability); otherwise `lower-bound` with both bounds.
     """
+    def upper_bound(seed: int):
+        upper, notes = softmax_upper_bound(arch, seed, prime)
+        return upper, notes, {}
+
+    def point(seed: int, n: int):
+        weights, X = rational_point(arch, seed, n)
+        return (jacobian(arch, flatten(weights), X),
+                lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols))
+
+    return certify_rank(arch, upper_bound, point, seed=seed, samples=samples, precision=precision,
+                        prime=prime, progress=progress, formula=expected_dim(arch),
+                        conjecture=effective_width(arch))
+
+
+def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, list[str], dict]],
+                 point: Callable[[int, int], tuple[torch.Tensor, BlockEvaluator]], *, seed: int,
+                 samples: int | None, precision: int, prime: int, progress: Progress | None,
+                 **fields) -> DimensionResult:
+    """The ball lower bound at a rational point, set against a proven upper bound.
+
+    `upper_bound(seed)` gives (n_params - rank_p(kernel directions), notes, result fields);
+    `point(seed, N)` the float64 Jacobian at the rational point with N input samples and the
+    evaluator of its exact blocks in ball arithmetic. The upper bound is the rank tried first
+    (with twice the samples if that fails), then the float rank read by the gap rule. `fields`
+    go to the result (formula, conjecture).
+    """
     check_architecture(arch)
     seed = check_seed(seed)
     precision = check_int("precision", precision, minimum=16,
@@ -294,20 +350,20 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
-    upper, notes = softmax_upper_bound(arch, seed, prime)
+    upper, notes, more = upper_bound(seed)
+    fields.update(more)
     t_upper = time.perf_counter() - t_start
     say(f"upper bound n_params - rank_p(kernel directions) = {upper} ({t_upper:.1f} s)")
     per_sample = arch.widths[-1] * arch.tokens
     n = samples if samples is not None else max(1, math.ceil(ROW_FACTOR * upper / per_sample) + 1)
     t_float = 0.0
     for attempt in range(2):
-        weights, X = rational_point(arch, seed, n)
         t0 = time.perf_counter()
-        J = jacobian(arch, flatten(weights), X)
+        J, evaluate = point(seed, n)
         t_float += time.perf_counter() - t0
         # The upper bound is the only rank that can certify: try it first (with twice the
         # samples if that fails); then fall back to the float rank read by the gap rule.
-        ball = prove_rank_at(arch, weights, X, upper, precision=precision, J=J, progress=say)
+        ball = prove_rank(J, upper, evaluate, precision=precision, progress=say)
         if ball.proved or samples is not None or attempt == 1:
             break
         n *= 2
@@ -317,7 +373,7 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
         guess = numerical_rank(sv, *J.shape).rank
         if 0 < guess < upper:
             say(f"falling back to the float rank {guess}")
-            retry = prove_rank_at(arch, weights, X, guess, precision=precision, J=J, progress=say)
+            retry = prove_rank(J, guess, evaluate, precision=precision, progress=say)
             retry.notes = ball.notes + retry.notes
             retry.seconds = {k: v + retry.seconds.get(k, 0.0) for k, v in ball.seconds.items()}
             ball = retry
@@ -336,6 +392,5 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=lower,
         method="certified", status="certified" if certified else "lower-bound",
-        formula=expected_dim(arch), conjecture=effective_width(arch), lower_bound=lower,
-        upper_bound=upper, n_samples=n, seed=seed, prime=prime,
-        seconds=seconds, notes=notes + [f"ball precision {ball.precision} bits"])
+        lower_bound=lower, upper_bound=upper, n_samples=n, seed=seed, prime=prime,
+        seconds=seconds, notes=notes + [f"ball precision {ball.precision} bits"], **fields)

@@ -113,6 +113,18 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
     if ambient is not None:
         notes.append(f"ambient bound {ambient}; symmetry bound {upper}")
     status = "ambiguous" if ambiguous else "settled"
+    piecewise = arch.mlp is not None and arch.activation == "relu"
+    if piecewise and not ambiguous and nr.rank < bound:
+        # NOTE: [relu ranks depend on the point]
+        # A relu network is analytic only inside each activation region; the Jacobian rank is
+        # constant on a region but can differ between regions, and dim M is the largest of them.
+        # So a clear rank at one random point is only a lower bound on dim M unless it meets
+        # the symmetry bound (measured: a 2-head residual relu block reads 38 at one point with
+        # a 10-decade gap, 40 = the bound at two others).
+        status = "lower-bound"
+        notes.append(f"relu networks are piecewise analytic: the rank {nr.rank} at this point is a "
+                     f"lower bound on the dimension (another activation region may have a higher "
+                     f"rank), which is at most {bound}; try --method certified or another --seed")
     if ambiguous:
         warnings.warn(f"{arch}: numerical rank {nr.rank} is ambiguous: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
@@ -120,6 +132,7 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
     result = DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank, method="numerical",
         status=status, formula=formula, conjecture=formula, upper_bound=bound, gap=nr.gap,
+        lower_bound=nr.rank if status == "lower-bound" else None,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), rank_rule=rank_rule(min_gap), rank_history=history,
         seconds={"total": time.perf_counter() - t_start}, notes=notes, symmetries=families)

@@ -40,6 +40,12 @@ EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
 # before reading the rank (`dimension.elimination`): the matrix it factorises loses d_l d_{l-1}
 # columns. Below it the full matrix takes seconds, and results stay exactly as they were.
 ELIMINATE_MIN_COLUMNS = 4096
+# Resident size the Dask client adds to a process (its event loop, comms and graph state;
+# measured: 21 MiB with a LocalCluster's scheduler in the same process).
+DASK_CLIENT_BYTES = 50 * MIB
+# Resident size a Dask worker process adds to torch and the package (measured: a worker of a
+# 76-parameter rank peaked at 379 MiB, against 227 MiB for torch and the package alone).
+DASK_WORKER_BYTES = 150 * MIB
 
 
 def available_memory() -> int:
@@ -227,6 +233,34 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
               f"{math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
+def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
+    """N of the numerical path's first pass (`numerical.initial_samples`), or `samples`."""
+    _, upper = _upper_guess(arch)
+    per_sample = arch.tokens * arch.widths[-1]
+    first = max(2, math.ceil(2 * upper / per_sample) + 1)
+    return samples if samples is not None else max(first, min_samples or 0)
+
+
+def _row_block_parts(arch: Architecture, n_block: int) -> dict:
+    """Bytes of one block of Jacobian rows over `n_block` samples (the full rows, their autodiff
+    intermediates, two reduced copies; the rotated copy and the dense tangents where no gauge
+    applies)."""
+    P = arch.n_params
+    n_tangents, cols = _upper_guess(arch)
+    block_rows = n_block * arch.tokens * arch.widths[-1]
+    per_row = P + n_block * arch.tokens * max(arch.widths) * 6 * arch.n_layers
+    intermediates = min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8)
+    parts = {"Jacobian block": block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8}
+    if not gauge_applies(arch):
+        parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
+        # Tangent rows (list + stack, a scaled copy, its QR) during the split; the QR stays.
+        parts["symmetry tangents"] = 3 * n_tangents * P * 8
+    return parts
+
+
+def _block_samples(arch: Architecture) -> int:
+    """Samples in one block of rows (`numerical._ROW_BLOCK_BYTES` of full Jacobian rows)."""
+    return max(1, NUMERICAL_ROW_BLOCK_BYTES // (arch.tokens * arch.widths[-1] * arch.n_params * 8))
 
 
 def numerical_estimate(arch: Architecture, samples: int | None = None,
@@ -234,28 +268,15 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
     not saturated; growth past the fold threshold keeps the rows as a triangular factor).
     `route` as in `numerical_dim` ("full" for the whole Jacobian, as the certified path builds)."""
-    samples = _valid_samples(samples)
     if route == "eliminate" or (route == "auto" and eliminates(arch)):
-        return _eliminated_estimate(arch, samples, min_samples)
+        return _eliminated_estimate(arch, _valid_samples(samples), min_samples)
     P = arch.n_params
-    n_tangents, upper = _upper_guess(arch)
+    _, upper = _upper_guess(arch)
     per_sample = arch.tokens * arch.widths[-1]
-    first = max(2, math.ceil(2 * upper / per_sample) + 1)  # numerical.initial_samples
-    N = samples if samples is not None else max(first, min_samples or 0)
-    block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * P * 8))
-    block_rows = min(N, block) * per_sample
+    N = _first_samples(arch, _valid_samples(samples), min_samples)
     rows = N * per_sample
-    parts = {"torch": _BASE_BYTES}
-    gauge = gauge_applies(arch)
     cols = upper
-    # One row block: the full Jacobian block, its autodiff intermediates, two reduced copies.
-    per_row = P + min(N, block) * arch.tokens * max(arch.widths) * 6 * arch.n_layers
-    intermediates = min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8)
-    parts["Jacobian block"] = block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8
-    if not gauge:
-        parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
-        # Tangent rows (list + stack, a scaled copy, its QR) during the split; the QR stays.
-        parts["symmetry tangents"] = 3 * n_tangents * P * 8
+    parts = {"torch": _BASE_BYTES, **_row_block_parts(arch, min(N, _block_samples(arch)))}
     factor = _factor_bytes(rows, cols)
     parts["rows and factorisation"] = factor
     held = parts.get("symmetry tangents", 0) / 3
@@ -265,6 +286,50 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
               f"samples (--samples {math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
+
+
+def dask_client_estimate(arch: Architecture) -> MemoryEstimate:
+    """Peak of the client of a numerical rank on Dask (`dimension.dask_rank`): it holds only the
+    final triangular factor R (at most U x U, U the columns the rank is read on; its columns are
+    scaled in place) and the copy LAPACK takes for the singular values, besides torch and the Dask
+    client; receiving R may briefly hold its serialised bytes beside it."""
+    _, cols = _upper_guess(arch)
+    r_bytes = cols * cols * 8
+    parts = {"torch": _BASE_BYTES, "dask client": DASK_CLIENT_BYTES,
+             "R factor and its singular values": 2 * r_bytes}
+    advice = (f"Use smaller --widths or --keys (the client factors a {cols} x {cols} matrix "
+              "here)")
+    return MemoryEstimate(f"numerical rank of {arch} on Dask, client ({arch.n_params} "
+                          "parameters)", int(sum(parts.values())), parts, advice)
+
+
+def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> MemoryEstimate:
+    """Peak of one task of a Dask worker in that rank: a chunk of at most 2 U rows
+    (`dask_rank.chunk_samples`, U the columns kept), computed one block of the local path at a
+    time, with their stack and its R; or a tree step (the two U x U factors it combines, their
+    stack factored in place and the new factor: 5 U^2 floats, measured 3 U^2 above the two
+    inputs); the dense tangents where no gauge applies; the worker process itself. Factors waiting
+    on a worker for their tree step are not counted (Dask spills them to disk past its memory
+    target)."""
+    _, cols = _upper_guess(arch)
+    per_sample = arch.tokens * arch.widths[-1]
+    N = _first_samples(arch, _valid_samples(samples), None)
+    n_chunk = max(1, min(N, (2 * cols) // per_sample))
+    chunk_rows = n_chunk * per_sample
+    parts = {"torch": _BASE_BYTES, "dask worker": DASK_WORKER_BYTES,
+             **_row_block_parts(arch, min(n_chunk, _block_samples(arch)))}
+    # The chunk's reduced rows, their column-major stack (factored in place) and its R.
+    parts["chunk rows, stack and R"] = (2 * chunk_rows * cols + min(chunk_rows, cols) * cols) * 8
+    parts["tree step (two factors, stack, QR)"] = 5 * cols * cols * 8
+    held = parts.get("symmetry tangents", 0) / 3
+    peak = parts["torch"] + parts["dask worker"] + max(
+        parts.get("symmetry tangents", 0),
+        held + parts["Jacobian block"] + parts["chunk rows, stack and R"],
+        held + parts["tree step (two factors, stack, QR)"])
+    advice = ("Give the workers more memory (dask worker --memory-limit, shared by its threads), "
+              "or use smaller --widths or --keys")
+    return MemoryEstimate(f"numerical rank of {arch} on Dask, one worker thread", int(peak), parts,
+                          advice)
 
 
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:

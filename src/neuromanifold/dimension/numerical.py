@@ -13,8 +13,8 @@ import warnings
 import torch
 
 from ..core.architecture import Architecture
-from ..core.checks import (bad_value, check_architecture, check_seed, check_choice, check_int,
-                           check_positive_float)
+from ..core.checks import (bad_value, check_architecture, check_backend, check_seed, check_choice,
+                           check_int, check_positive_float)
 from ..core.formulas import effective_width, expected_dim, general
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
@@ -90,12 +90,16 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
-def _check_memory(arch: Architecture, samples, max_memory, device, route) -> None:
+def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
+                  route: str = "auto") -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
-    budget (`max_memory`, default 80% of the available memory); not checked for a GPU run."""
-    from .memory import check_memory, numerical_estimate  # noqa: PLC0415
+    budget (`max_memory`, default 80% of the available memory); not checked for a GPU run.
+    On Dask this is the client's peak (the workers check their own: `dask_rank`)."""
+    from .memory import check_memory, dask_client_estimate, numerical_estimate  # noqa: PLC0415
 
-    if str(device) != "cuda":
+    if backend == "dask":
+        check_memory(dask_client_estimate(arch), max_memory)
+    elif str(device) != "cuda":
         check_memory(numerical_estimate(arch, samples, route=route), max_memory,
                      skip=lambda: str(device) == "auto" and torch.cuda.is_available())
 
@@ -116,8 +120,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   min_samples: int | None = None, max_samples: int | None = None,
                   max_seconds: float | None = None,
                   progress: Progress | None = None,
-                  max_memory: str | float | int | None = None,
-                  route: str = "auto") -> DimensionResult:
+                  max_memory: str | float | int | None = None, backend: str = "local",
+                  scheduler: str | None = None, route: str = "auto") -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
@@ -127,12 +131,24 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
     `AmbiguousRankWarning`. Numerical: not a proof. `route` (`ROUTES`) picks the matrix the rule
     reads; "eliminate" reads it after removing the last value matrix's columns exactly
-    (`dimension.elimination`), where the gauge applies.
+    (`dimension.elimination`), where the gauge applies (local backend only).
+
+    `backend` `dask` computes the rows on the workers of a Dask cluster (`scheduler`, an address
+    such as tcp://host:8786, or a LocalCluster of `dask_rank.LOCAL_WORKERS` workers started here)
+    and reduces them there to a triangular factor with the same singular values
+    (`dimension.dask_rank`): same samples, same rank rule, and this process holds only U x U
+    matrices (U = the columns the rank is read on). CPU only.
     """
     check_architecture(arch)
     seed = check_seed(seed)
+    backend = check_backend(backend, scheduler)
     route = check_choice("route", route, ROUTES)
-    _check_memory(arch, samples, max_memory, device, route)
+    if backend == "dask" and route == "eliminate":
+        raise bad_value("route", "'auto' or 'full' with the dask backend", route,
+                        "The elimination runs in this process; use backend 'local'.")
+    if backend == "dask":
+        route = "full"
+    _check_memory(arch, samples, max_memory, device, backend, route)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
@@ -142,27 +158,103 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                 samples, f"Pass --samples {floor} or more, or leave it out to choose N automatically.")
     if max_seconds is not None:
         max_seconds = check_positive_float("max_seconds", max_seconds)
+    if backend == "dask" and str(device) != "cpu":
+        raise bad_value("device", "'cpu' with --backend dask", device,
+                        "Dask workers compute on their CPUs; drop --device, or use --backend local.")
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
-    weights = random_weights(arch, seed, device=dev)
-    params = flatten(weights)
-    t_sym = time.perf_counter()
-    split = _symmetry_split(arch, weights)
-    t_sym = time.perf_counter() - t_sym
-    say(f"{split.rank} independent symmetry tangents split off ({t_sym:.1f} s)")
-    upper = arch.n_params - split.rank
+    if backend == "dask":
+        from .dask_rank import DaskRows  # noqa: PLC0415  (dask only when asked for)
+
+        source = DaskRows(arch, seed, scheduler, say, samples)
+    else:
+        source = LocalRows(arch, seed, dev, route)
+    try:
+        return _grow_and_read(arch, source, samples=samples, seed=seed, dev=dev, min_gap=min_gap,
+                              min_samples=min_samples, max_samples=max_samples,
+                              max_seconds=max_seconds, say=say, t_start=t_start)
+    finally:
+        source.close()
+
+
+class LocalRows:
+    """The Jacobian rows of the numerical rank, computed and kept in this process.
+
+    The row sources (`LocalRows`, `dask_rank.DaskRows`) share one interface: `split_rank` and
+    `seconds_split` (the symmetry split), `add(X)` (rows of the samples X), `scaled_factor()` (a
+    matrix with the singular values of every row so far after scaling the columns to unit norm,
+    the rank rule's scaling), `note()`, `leak`, `seconds_jacobian`, `backend` (a dict for the
+    result, or None) and `close()`.
+    """
+
+    backend = None
+
+    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto"):
+        self.arch = arch
+        t0 = time.perf_counter()
+        weights = random_weights(arch, seed, device=dev)
+        self.params = flatten(weights)
+        self.split = _symmetry_split(arch, weights)
+        self.seconds_split = time.perf_counter() - t0
+        self.split_rank = self.split.rank
+        self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
+        self.rows = 0  # rows computed so far (after the elimination's sketch, where it applies)
+        self.eliminated = None  # the LastValueElimination reading the rank, if any
+        upper = arch.n_params - self.split_rank
+        if hasattr(self.split, "free") and (  # a gauge (GaugeSplit) applies
+                route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS)):
+            from .elimination import LastValueElimination  # noqa: PLC0415
+
+            self.split = self.eliminated = LastValueElimination(
+                arch, self.split, seeded_generator(seed, "sketch"))
+
+    def add(self, X: torch.Tensor) -> None:
+        """Compute and keep the rows J Q2 of the samples X."""
+        t0 = time.perf_counter()
+        reduced, leak = self.split.rows(self.arch, self.params, X)
+        self.leak = max(self.leak, leak)
+        self.kept.append(reduced)
+        self.rows += reduced.shape[0]
+        self.seconds_jacobian += time.perf_counter() - t0
+
+    def scaled_factor(self, say: Progress) -> torch.Tensor:
+        """`factor()` with unit columns (a copy: the factor is kept for the next batch)."""
+        return unit_scaled(self.factor(say), dim=0)
+
+    def factor(self, say: Progress) -> torch.Tensor:
+        """Every row so far, folded into a triangular factor past `_KEEP_ROWS_BYTES`."""
+        stacked = torch.cat(([self.R] if self.R is not None else []) + self.kept)
+        self.kept = []
+        if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
+            say(f"folding {stacked.shape[0]} rows into a triangular factor")
+            stacked = torch.linalg.qr(stacked, mode="r").R
+        self.R = stacked
+        return stacked
+
+    def note(self) -> str:
+        """How the split read the rank, for the result's notes."""
+        if self.eliminated is not None:
+            return self.eliminated.note(self.leak, self.eliminated.input_rank())
+        return self.split.note(self.leak)
+
+    def close(self) -> None:
+        """Nothing to release here."""
+
+
+def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, min_samples,
+                   max_samples, max_seconds, say: Progress, t_start: float) -> DimensionResult:
+    """Grow N over the rows of `source` until the rank settles; the result of `numerical_dim`."""
+    t_sym = source.seconds_split
+    say(f"{source.split_rank} independent symmetry tangents split off ({t_sym:.1f} s)")
+    upper = arch.n_params - source.split_rank
     n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rows_per_sample = arch.tokens * arch.widths[-1]
     first = initial_samples(arch, upper)
     block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
-    eliminate = hasattr(split, "free") and (  # a gauge (GaugeSplit) applies
-        route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS))
-    if eliminate:
-        from .elimination import LastValueElimination  # noqa: PLC0415
-
-        split = LastValueElimination(arch, split, seeded_generator(seed, "sketch"))
-        n_cols = split.columns
+    elim = getattr(source, "eliminated", None)
+    if elim is not None:
+        n_cols = elim.columns
         first = elimination_samples(arch, n_cols)
         block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
         say(f"last value matrix eliminated: rank read on {n_cols} of the {upper} free columns")
@@ -174,8 +266,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         max_samples = max(8 * target, 64)
     gen = seeded_generator(seed, "inputs")
 
-    state = {"R": None, "kept": [], "rows": 0, "jacobian": 0.0, "rank": 0.0, "leak": 0.0,
-             "offset": 0, "input": None}
+    state = {"rank": 0.0, "offset": 0, "input": None}
 
     def add(n_done: int, n_target: int) -> None:
         state["n"] = n_target
@@ -183,30 +274,22 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
             n_new = min(block, n_target - n_done)
             X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64).to(dev)
-            t0 = time.perf_counter()
-            reduced, block_leak = split.rows(arch, params, X)
-            state["leak"] = max(state["leak"], block_leak)
-            state["kept"].append(reduced)
-            state["rows"] += reduced.shape[0]
-            state["jacobian"] += time.perf_counter() - t0
+            source.add(X)
             n_done += n_new
-            say(f"N = {n_done}/{n_target} samples: Jacobian rows computed")
+            say(f"N = {n_done}/{n_target} samples: "
+                + ("Jacobian rows computed" if source.backend is None else "drawn"))
 
     def measure():
         t1 = time.perf_counter()
-        stacked = torch.cat(([state["R"]] if state["R"] is not None else []) + state["kept"])
-        state["kept"] = []
-        if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
-            say(f"folding {stacked.shape[0]} rows into a triangular factor")
-            stacked = torch.linalg.qr(stacked, mode="r").R
-        state["R"] = R = stacked
+        # Column scaling keeps the rank too; a factor R's column norms are J's.
+        R = source.scaled_factor(say)
         say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
-        # Column scaling keeps the rank too; R's column norms are J's.
-        sv = torch.linalg.svdvals(unit_scaled(R, dim=0))
+        sv = torch.linalg.svdvals(R)
         state["rank"] += time.perf_counter() - t1
-        nr = numerical_rank(sv, state["rows"], n_cols)
-        if eliminate:  # rank J = d_l rank M + rank Y (module elimination)
-            state["input"] = split.input_rank()
+        nr = numerical_rank(sv, source.rows if elim is not None else state["n"] * rows_per_sample,
+                            n_cols)
+        if elim is not None:  # rank J = d_l rank M + rank Y (module elimination)
+            state["input"] = elim.input_rank()
             state["offset"] = arch.widths[-1] * state["input"].rank
         say(f"N = {state['n']}: numerical rank {nr.rank + state['offset']} (gap {nr.gap:.1f} decades)")
         return nr
@@ -222,7 +305,11 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         clear=clear, max_samples=max_samples,
         max_seconds=max_seconds, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
-    t_jac, t_rank, leak = state["jacobian"], state["rank"], state["leak"]
+    t_rank, leak = state["rank"], source.leak
+    if source.backend is None:
+        t_jac = source.seconds_jacobian
+    else:  # the rows were waited for inside `factor`: that wait is the workers' time
+        t_jac, t_rank = source.seconds_jacobian, t_rank - source.seconds_jacobian
     saturated_by = {"bound": "symmetry bound", "saturated": "stable rank"}.get(grown.reason)
 
     notes = []
@@ -230,13 +317,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     ambiguous = nr.is_ambiguous(min_gap)
     if ambiguous:
         notes.append(nr.ambiguity_note(min_gap))
-    if eliminate:
-        notes.append(split.note(leak, state["input"]))
-        if state["input"].is_ambiguous(min_gap):
-            ambiguous = True
-            notes.append("last layer's input matrix: " + state["input"].ambiguity_note(min_gap))
-    else:
-        notes.append(split.note(leak))
+    notes.append(source.note())
+    if elim is not None and state["input"].is_ambiguous(min_gap):
+        ambiguous = True
+        notes.append("last layer's input matrix: " + state["input"].ambiguity_note(min_gap))
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
@@ -266,6 +350,6 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                           "total": total},
-        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes)
+        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes, backend=source.backend)
 
 

@@ -3,10 +3,12 @@ possible, and the generic dimension beside it.
 
 At a point W the rank of dPhi(W) may be below the generic rank (the dimension). Bounds:
   lower  rank J_N(W) for N random rational inputs, proved by a non-zero ball determinant of an
-         r x r block (`ball.prove_rank_at`); J_N(W) = E_N dPhi(W), so rank J_N(W) <= rank dPhi(W).
+         r x r block (`ball.prove_rank`; block networks: `ball_blocks.ball_block_jacobian`);
+         J_N(W) = E_N dPhi(W), so rank J_N(W) <= rank dPhi(W).
   upper  n_params - rank_p(kernel directions at W): the symmetry tangents at W lie in ker dPhi(W)
          at every W, W's float64 entries are dyadic rationals reduced mod p exactly
-         (`ball.to_residues`), and rank_p <= rank over Q.
+         (`ball.to_residues`), and rank_p <= rank over Q. Block networks: the catalogue's
+         tangents at W (`ball_blocks.block_point`).
 The float64 rank (gap rule) is always computed; `auto` escalates to the proof when the gap is
 thin, the rank is ambiguous or it falls short of the upper bound (a float rank below the truth
 can come with a clear gap near degenerate weights), and never reports an unproved float rank
@@ -25,7 +27,8 @@ from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_seed
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
-from .ball import DEFAULT_PRECISION, ROW_FACTOR, _dyadic, prove_rank_at, upper_bound_at
+from .ball import (DEFAULT_PRECISION, ROW_FACTOR, _ball_jacobian_block, _dyadic, prove_rank,
+                   upper_bound_at)
 from .fp import DEFAULT_PRIME
 from .jacobians import jacobian
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
@@ -89,11 +92,14 @@ class PointRank:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
 
 
-def rank_at_point(arch: Architecture, weights: LayerWeights, *, method: str = "auto",
+def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: str = "auto",
                   samples: int | None = None, seed: int = 0, precision: int | None = None,
                   min_gap: float = MIN_GAP_DECADES, generic: bool = True,
                   progress: Progress | None = None) -> PointRank:
     """Rank of the Jacobian of W -> phi_W at `weights` (see the module docstring).
+
+    `weights`: `LayerWeights` of the paper's model, or named blocks (`core.blocks`, as
+    `io.block_weightfiles.read_block_weights` returns them) of a block network.
 
     Example:
         >>> from neuromanifold import Architecture, random_weights
@@ -105,29 +111,39 @@ def rank_at_point(arch: Architecture, weights: LayerWeights, *, method: str = "a
     from .api import ESCALATE_GAP_DECADES  # noqa: PLC0415
 
     check_architecture(arch)
-    if arch.is_block:
-        raise bad_value("arch", "the paper's single-head model (no heads/values/residual/mlp/norm)",
-                        str(arch), "Ranks at a point of block networks are not implemented yet; "
-                        "use neuromanifold_dim for their generic dimension.")
     method = check_choice("method", method, POINT_METHODS)
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(
         "precision", precision, minimum=16, fix=f"Pass --precision {DEFAULT_PRECISION} or more.")
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
-    if len(weights.V) != arch.n_layers or flatten(weights).numel() != arch.n_params:
-        raise bad_value("weights", f"weights of {arch}", f"{flatten(weights).numel()} parameters",
-                        "Pass weights of the same architecture.")
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
-    weights = weights.map(lambda t: t.detach().to(torch.float64).cpu())
-    upper, notes = upper_bound_at(arch, weights, DEFAULT_PRIME)
+    if arch.is_block:
+        from .ball_blocks import block_point  # noqa: PLC0415
+
+        upper, notes, jacobian_at, evaluator = block_point(arch, weights, DEFAULT_PRIME)
+    else:
+        if not isinstance(weights, LayerWeights) or len(weights.V) != arch.n_layers \
+                or flatten(weights).numel() != arch.n_params:
+            got = (f"{flatten(weights).numel()} parameters" if isinstance(weights, LayerWeights)
+                   else type(weights).__name__)
+            raise bad_value("weights", f"weights of {arch}", got,
+                            "Pass weights of the same architecture.")
+        weights = weights.map(lambda t: t.detach().to(torch.float64).cpu())
+        upper, notes = upper_bound_at(arch, weights, DEFAULT_PRIME)
+
+        def jacobian_at(X):
+            return jacobian(arch, flatten(weights), X)
+
+        def evaluator(X):
+            return lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols)
     t_upper = time.perf_counter() - t_start
     n = samples or max(1, math.ceil(ROW_FACTOR * arch.n_params / (arch.widths[-1] * arch.tokens)) + 1)
     gen = seeded_generator(seed, "point-inputs")
     X = _dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
     t0 = time.perf_counter()
-    J = jacobian(arch, flatten(weights), X)
+    J = jacobian_at(X)
     sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
     nr = numerical_rank(sv, *J.shape)
     t_float = time.perf_counter() - t0
@@ -151,11 +167,12 @@ def rank_at_point(arch: Architecture, weights: LayerWeights, *, method: str = "a
         if method == "auto":
             notes.append(f"auto: float64 rank {nr.rank} (gap {nr.gap:.1f} decades, upper bound "
                          f"{upper}) escalated to ball arithmetic from {bits} bits")
-        ball = prove_rank_at(arch, weights, X, upper, precision=bits, J=J, progress=say)
+        evaluate = evaluator(X)
+        ball = prove_rank(J, upper, evaluate, precision=bits, progress=say)
         if not ball.proved and 0 < nr.rank < upper:
             say(f"rank {upper} not proved; trying the float64 rank {nr.rank}")
             first = ball
-            ball = prove_rank_at(arch, weights, X, nr.rank, precision=bits, J=J, progress=say)
+            ball = prove_rank(J, nr.rank, evaluate, precision=bits, progress=say)
             ball.notes = first.notes + ball.notes
             ball.seconds = {k: v + first.seconds[k] for k, v in ball.seconds.items()}
         seconds.update(ball.seconds)

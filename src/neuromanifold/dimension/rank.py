@@ -132,16 +132,21 @@ def _as_list(values) -> list:
     return list(values)
 
 
-def unit_scaled(matrix, dim: int):
+def unit_scaled(matrix, dim: int, inplace: bool = False):
     """`matrix` with every slice along `dim` scaled to unit 2-norm (zero slices stay zero).
 
     Scaling rows or columns keeps the rank. The largest |entry| of each slice is divided out
     first, so that a slice whose entries are near 1e200 does not overflow when squared for its
     norm (torch's norm would give inf and turn the slice into zeros, lowering the rank).
+    `inplace` scales `matrix` itself, with no temporary of its size (the same values).
     """
     import torch  # noqa: PLC0415  (only on the computing path)
 
     tiny = torch.finfo(matrix.dtype).tiny
+    if inplace:
+        peak = torch.maximum(matrix.amax(dim=dim, keepdim=True), -matrix.amin(dim=dim, keepdim=True))
+        matrix.div_(peak.clamp(min=tiny))
+        return matrix.div_(torch.linalg.vector_norm(matrix, dim=dim, keepdim=True).clamp(min=tiny))
     peak = matrix.abs().amax(dim=dim, keepdim=True).clamp(min=tiny)
     scaled = matrix / peak
     return scaled / scaled.norm(dim=dim, keepdim=True).clamp(min=tiny)

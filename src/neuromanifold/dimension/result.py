@@ -74,6 +74,8 @@ class DimensionResult:
     notes: list = field(default_factory=list)
     # Block networks: each symmetry family's incremental tangent rank, in catalogue order.
     symmetries: dict | None = None
+    # Where the rows were computed when not in this process: {"name": "dask", "scheduler", ...}.
+    backend: dict | None = None
 
     @property
     def fiber_dim(self) -> int:
@@ -97,8 +99,9 @@ class DimensionResult:
         out["general"] = None if self.general is None else self.general.to_dict()
         out["fiber_dim"] = self.fiber_dim
         out["is_settled"] = self.is_settled
-        if out["symmetries"] is None:
-            del out["symmetries"]
+        for key in ("symmetries", "backend"):
+            if out[key] is None:
+                del out[key]
         for key in ("gap", "sigma_before", "sigma_after"):
             if out[key] is not None and not math.isfinite(out[key]):
                 out[key] = None
@@ -111,6 +114,8 @@ class DimensionResult:
             if self.gap is not None:
                 how += (f": singular-value gap {self.gap:.1f} decades (sigma_r = "
                         f"{self.sigma_before:.2e}, sigma_r+1 = {self.sigma_after:.2e})")
+            if self.lower_bound is not None and self.upper_bound is not None:
+                how += f"; {self.lower_bound} <= dim <= {self.upper_bound}"
             how += f", N = {self.n_samples}"
         else:
             how = self.method if self.method == self.status else f"{self.method}, {self.status}"
@@ -127,6 +132,8 @@ class DimensionResult:
         """A closed form's value with whether it may be read as the dimension."""
         f = self.formula if formula is None else formula
         label = f"{f.name} ({f.status})"
+        if f.status == "none":  # a placeholder: nothing is known in closed form here
+            return f"none known for this architecture (closed forms cover: {f.hypotheses})"
         if not f.hypotheses_hold:
             return (f"{f.name} would give {f.value}, but its hypotheses fail ({f.hypotheses} "
                     "required): not the dimension")
@@ -153,8 +160,11 @@ class DimensionResult:
         if self.general is not None and self.general.hypotheses_hold:
             lines.append(("general", self.describe_formula(self.general)))
         c = self.conjecture
-        lines.append(("conjecture", f"{c.name} = {c.value} ({c.status}"
-                      + ("" if c.hypotheses_hold else "; outside its stated range") + ")"))
+        if c.status == "none":
+            lines.append(("conjecture", "none known for this architecture"))
+        else:
+            lines.append(("conjecture", f"{c.name} = {c.value} ({c.status}"
+                          + ("" if c.hypotheses_hold else "; outside its stated range") + ")"))
         if self.rank_rule:
             lines.append(("rank rule", ", ".join(f"{k} {v}" for k, v in self.rank_rule.items())))
         lines += [("notes", n) for n in self.notes]

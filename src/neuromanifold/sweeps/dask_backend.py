@@ -1,8 +1,11 @@
-"""Sweep items on a Dask cluster. The only module that imports dask / distributed.
+"""Sweep items on a Dask cluster. With `dimension.dask_rank` (the numerical rank of one network
+on Dask, which also holds the connection to a cluster) the only module that imports dask.
 
 Workers compute rows; the rows stream back (as completed) to the caller, the single writer of
 the SQLite store. Without a scheduler address a `distributed.LocalCluster` (processes, one thread
-each) is started and shut down here. With a timeout each item runs in a child process of its
+each) is started and shut down here. An item with no `max_memory` of its own gets its worker's
+budget (`dask_rank.worker_budget`: the worker's memory limit shared by its threads), so an item
+too large for the worker it landed on is stored as `refused` instead of killing the worker. With a timeout each item runs in a child process of its
 worker (`python -c ...`), killed when the timeout passes, so a runaway item neither blocks the
 worker nor is lost; this costs one interpreter start (about 2 s with torch) per item.
 """
@@ -14,7 +17,6 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
-from ..errors import InputError
 
 # The child says "ready" once its imports are done; the timeout counts from then.
 _CHILD = ("import json, sys; from neuromanifold.sweeps.items import compute_item; "
@@ -25,12 +27,27 @@ _CHILD = ("import json, sys; from neuromanifold.sweeps.items import compute_item
 def _run_item(item: dict, compute: Callable[[dict], dict], timeout: float | None,
               threads: int | None) -> dict:
     """Runs on a Dask worker: the row of `item`, in a killable child process if `timeout`."""
+    from ..dimension.dask_rank import AUTODIFF_LOCK, WORKER_BUDGET, worker_budget  # noqa: PLC0415
+
+    budget = worker_budget() if item.get("max_memory") is None else None
+    if budget is not None:
+        item = dict(item, max_memory=budget)
+    row = _item_row(item, compute, timeout, threads, AUTODIFF_LOCK)
+    if budget is not None and row.get("status") == "refused":  # say whose budget it was
+        row["message"] = row["message"].replace("(--max-memory)", f"({WORKER_BUDGET})", 1)
+    return row
+
+
+def _item_row(item: dict, compute: Callable[[dict], dict], timeout: float | None,
+              threads: int | None, lock) -> dict:
+    """The row of `item` computed here (under `lock`), or in a killable child if `timeout`."""
     if timeout is None:
         if threads:
             import torch  # noqa: PLC0415
 
             torch.set_num_threads(threads)
-        return compute(item)
+        with lock:  # one item at a time per worker process (torch.func is not thread-safe)
+            return compute(item)
     env = None
     if threads:
         import os  # noqa: PLC0415
@@ -60,20 +77,9 @@ def run_dask(items: list[dict], compute: Callable[[dict], dict], *, scheduler: s
     single-threaded worker processes. A task that raises, or whose worker dies, yields
     `error_row`; one past `timeout` yields `timeout_row`.
     """
-    from distributed import Client, LocalCluster  # noqa: PLC0415
+    from ..dimension.dask_rank import connect  # noqa: PLC0415
 
-    cluster = None
-    if scheduler is None:
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
-        client = Client(cluster)
-    else:
-        try:
-            client = Client(scheduler, timeout=10)
-        except (OSError, TimeoutError) as exc:
-            raise InputError(f"`scheduler` must be the address of a running Dask scheduler; got "
-                             f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
-                             "--scheduler to use a local cluster.") from None
+    client, cluster = connect(scheduler, jobs)
     threads = 1 if (cluster is not None and jobs > 1) else None
     return _Rows(client, cluster,
                  _stream(client, cluster, items, compute, timeout, threads, timeout_row, error_row))

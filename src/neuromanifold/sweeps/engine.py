@@ -49,18 +49,15 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     `max_memory` is each item's memory budget (`dimension.memory`); an item whose estimated peak
     exceeds it is stored with status `refused`.
     """
-    from ..core.checks import check_choice  # noqa: PLC0415
+    from ..core.checks import check_backend, check_choice  # noqa: PLC0415
 
-    backend = check_choice("backend", backend, ("local", "dask"))
+    backend = check_backend(backend, scheduler)
     jobs = check_jobs(check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core)."))
     seed = check_seed(seed)
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise bad_value("timeout", "a positive number of seconds", timeout, "Pass e.g. --timeout 60.")
         timeout = float(timeout)
-    if scheduler is not None and backend != "dask":
-        raise bad_value("scheduler", "given only with --backend dask", scheduler,
-                        "Add --backend dask, or drop --scheduler.")
     if not isinstance(grid, Grid):
         grid = load_grid(grid)
     items = [dict(i) for i in grid.items]

@@ -1,0 +1,298 @@
+"""Certified dimensions of non-polynomial block networks: softmax heads, value/output projections,
+residuals, relu/gelu/tanh/square MLPs, layernorm/rmsnorm (docs/certified_softmax.md).
+
+The same two bounds as the plain softmax model (`dimension.ball`):
+
+- Lower bound. At a rational point (dyadic named blocks and inputs), an r x r block of the
+  Jacobian of W -> (phi_W(X_n))_n picked from the float64 Jacobian is evaluated again in ball
+  arithmetic: `block_forward` written out in arb, forward mode (a value and one tangent per
+  chosen parameter direction) with the explicit derivatives of softmax, the norms (sqrt and
+  division; eps = 1e-5 as a ball containing the exact decimal), gelu (erf form), tanh, x^2 and
+  relu. A relu whose input ball contains 0 has no derivative there: the evaluation stops
+  (`ball.UndecidedBall`) and nothing is proved at that precision. A non-zero determinant ball
+  proves rank >= r at the point, so dim >= r.
+- Upper bound. n_params minus the rank over F_p of the symmetry catalogue's tangents
+  (`core.catalogue`) at a random integer point. Every family used is a symmetry of the
+  non-polynomial network too (NOTE: [Catalogue families beyond polynomials] in
+  `core.catalogue`) and every tangent entry is an integer polynomial in the weights, or a
+  rational function whose denominator is non-zero mod p at the point (inverses of weight
+  matrices, kernels checked by rank), so rank_p <= rank over Q <= generic rank, as for the exact
+  path.
+
+NOTE: [A third copy of the block map] `core.blocks.block_forward` is the definition; this copy
+evaluates it in balls. tests/test_certified_blocks.py checks that its midpoints agree with it
+and that its Jacobian columns contain the float64 autodiff ones.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+import torch
+
+from ..core.architecture import Architecture
+from ..core.block_formulas import block_formula
+from ..core.blocks import NORM_EPS, block_layout, flatten_blocks, random_block_weights
+from ..core.catalogue import FLOAT_OPS, tangent_rows
+from ..core.seeds import seeded_generator
+from ..errors import ComputationError
+from .ball import (DEFAULT_PRECISION, UndecidedBall, _arb, _dyadic, certify_rank,
+                   to_residues)
+from .blocks_numerical import block_jacobian
+from .fp import DEFAULT_PRIME, check_prime
+from .modular import check_word_prime
+from .modular_blocks import family_ranks_mod_p, fp_ops, random_blocks_mod_p
+from .result import DimensionResult, Progress
+
+# Catalogue tangents must map to (almost) 0 under the float Jacobian at the rational point: a
+# guard against a catalogue bug, checked before the bound is used (the proof is the catalogue's).
+_MAX_LEAK = 1e-8
+
+_MAP = {name: np.frompyfunc(lambda x, n=name: getattr(x, n)(), 1, 1)
+        for name in ("exp", "sqrt", "erf", "tanh")}
+
+
+class _Dual:
+    """Balls x (object array) and their tangents dx (one per direction, leading axis), or None."""
+
+    __slots__ = ("x", "dx")
+
+    def __init__(self, x: np.ndarray, dx: np.ndarray | None):
+        self.x, self.dx = x, dx
+
+
+def _plus(a, b):
+    return b if a is None else a if b is None else a + b
+
+
+def _mm(A: _Dual, B: _Dual) -> _Dual:
+    """(A B, dA B + A dB); tangents broadcast over the leading direction axis."""
+    return _Dual(A.x @ B.x, _plus(None if A.dx is None else A.dx @ B.x,
+                                  None if B.dx is None else A.x @ B.dx))
+
+
+def _t(A: _Dual) -> _Dual:
+    return _Dual(A.x.T, None if A.dx is None else A.dx.transpose(0, 2, 1))
+
+
+def _add(A: _Dual, B: _Dual) -> _Dual:
+    return _Dual(A.x + B.x, _plus(A.dx, B.dx))
+
+
+def _pointwise(A: _Dual, value: np.ndarray, slope: np.ndarray) -> _Dual:
+    return _Dual(value, None if A.dx is None else slope * A.dx)
+
+
+def _softmax(L: _Dual, inv_tau) -> _Dual:
+    """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL)."""
+    E = _MAP["exp"](L.x * inv_tau)
+    S = E / E.sum(axis=0, keepdims=True)
+    if L.dx is None:
+        return _Dual(S, None)
+    dL = L.dx * inv_tau
+    return _Dual(S, S * (dL - (S * dL).sum(axis=1, keepdims=True)))
+
+
+def _normalised(Z: _Dual, kind: str, eps) -> _Dual:
+    """(Z - mean) / sqrt(var + eps) (layernorm) or Z / sqrt(mean Z^2 + eps) per token, no gain."""
+    d = Z.x.shape[0]
+    c, dc = Z.x, Z.dx
+    if kind == "layernorm":
+        c = c - c.sum(axis=0, keepdims=True) / d
+        dc = None if dc is None else dc - dc.sum(axis=1, keepdims=True) / d
+    v = (c * c).sum(axis=0, keepdims=True) / d + eps
+    s = 1 / _MAP["sqrt"](v)
+    if dc is None:
+        return _Dual(c * s, None)
+    ds = -(s / (2 * v)) * (2 * (c * dc).sum(axis=1, keepdims=True) / d)
+    return _Dual(c * s, dc * s + c * ds)
+
+
+def _activated(A: _Dual, kind: str) -> _Dual:
+    """s(A) entrywise with s' (square, relu, gelu in erf form, tanh)."""
+    x = A.x
+    if kind == "square":
+        return _pointwise(A, x * x, 2 * x)
+    if kind == "relu":
+        if any(not (e > 0 or e < 0) for e in x.flat):
+            raise UndecidedBall("a relu input ball contains 0 (no derivative decided)")
+        on = np.frompyfunc(lambda e: 1 if e > 0 else 0, 1, 1)(x)
+        return _pointwise(A, x * on, on)
+    if kind == "gelu":
+        root2 = flint.arb(2).sqrt()
+        cdf = (1 + _MAP["erf"](x / root2)) / 2
+        density = _MAP["exp"](-(x * x) / 2) / (2 * flint.arb.pi()).sqrt()
+        return _pointwise(A, x * cdf, cdf + x * density)
+    th = _MAP["tanh"](x)
+    return _pointwise(A, th, 1 - th * th)
+
+
+def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
+                       cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """phi_W(X_n) and its derivatives along parameters `cols`, in arb at the current precision.
+
+    `blocks` and X (N, d_0, t) are float64, read as the exact rationals they store. Returns
+    object arrays of shape (N, d_l, t) and (N, len(cols), d_l, t).
+    """
+    k = len(cols)
+    params, seeds = {}, {}
+    for name, shape, offset in block_layout(arch):
+        params[name] = _arb(blocks[name].numpy())
+        for j, c in enumerate(cols):
+            if offset <= c < offset + shape[0] * shape[1]:
+                seeds.setdefault(name, []).append((j, *divmod(c - offset, shape[1])))
+    eps = Fraction(repr(NORM_EPS))
+    eps = flint.arb(eps.numerator) / eps.denominator
+    inv_tau = 1 / flint.arb(float(arch.temperature))
+
+    def linear(name: str, Z: _Dual) -> _Dual:
+        """M Z for the parameter block M, with dM = the unit directions it owns."""
+        M = params[name]
+        dx = np.zeros((k,) + (M.shape[0], Z.x.shape[1]), dtype=object) if Z.dx is None else M @ Z.dx
+        for j, r, s in seeds.get(name, ()):
+            dx[j, r] += Z.x[s]
+        return _Dual(M @ Z.x, dx)
+
+    def norm(name: str, Z: _Dual) -> _Dual:
+        """g * N(Z), with dg = the unit directions g owns."""
+        if arch.norm == "none":
+            return Z
+        hat = _normalised(Z, arch.norm, eps)
+        g = params[name]
+        dx = np.zeros((k,) + hat.x.shape, dtype=object) if hat.dx is None else g * hat.dx
+        for j, r, _ in seeds.get(name, ()):
+            dx[j, r] += hat.x[r]
+        return _Dual(g * hat.x, dx)
+
+    values, tangents = [], []
+    for sample in X:
+        Z = _Dual(_arb(sample.numpy()), None)
+        for i in range(1, arch.n_layers + 1):
+            Zn = norm(f"g_{i}", Z)
+            out = None
+            for h in range(1, arch.head_counts[i - 1] + 1):
+                scores = _mm(_t(linear(f"Q_{i}_{h}", Zn)), linear(f"K_{i}_{h}", Zn))
+                if arch.attention == "softmax":
+                    scores = _softmax(scores, inv_tau)
+                if f"V_{i}_{h}" in blocks:
+                    value = linear(f"V_{i}_{h}", Zn)
+                else:
+                    value = linear(f"O_{i}_{h}", linear(f"W_{i}_{h}", Zn))
+                head = _mm(value, scores)
+                out = head if out is None else _add(out, head)
+            Z = _add(Z, out) if arch.residual else out
+            if arch.mlp_widths[i - 1] > 0:
+                hidden = _activated(linear(f"P_{i}", norm(f"n_{i}", Z)), arch.activation)
+                out = linear(f"U_{i}", hidden)
+                Z = _add(Z, out) if arch.residual else out
+        values.append(Z.x)
+        tangents.append(Z.dx if Z.dx is not None else np.zeros((k,) + Z.x.shape, dtype=object))
+    return np.stack(values), np.stack(tangents)
+
+
+def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
+                        rows: list[int], cols: list[int]) -> np.ndarray:
+    """J[rows, cols] of W -> (phi_W(X_n))_n (rows ordered (n, d_l, t) as `block_jacobian`), in arb;
+    only the samples that own a chosen row are evaluated."""
+    per_sample = arch.widths[-1] * arch.tokens
+    samples = sorted({row // per_sample for row in rows})
+    where = {n: m for m, n in enumerate(samples)}
+    _, tangents = ball_block_forward(arch, blocks, X[samples], cols)
+    flat = tangents.reshape(len(samples), len(cols), per_sample)
+    return np.array([flat[where[row // per_sample], :, row % per_sample] for row in rows],
+                    dtype=object)
+
+
+def rational_block_point(arch: Architecture, seed: int, n_samples: int
+                         ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Seeded named blocks and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals)."""
+    blocks = {name: _dyadic(t) for name, t in random_block_weights(arch, seed).items()}
+    gen = seeded_generator(seed, "certified-inputs")
+    X = _dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
+                            dtype=torch.float64))
+    return blocks, X
+
+
+def block_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PRIME
+                      ) -> tuple[int, dict[str, int]]:
+    """n_params - rank_p(catalogue tangents) at a random integer point, and each family's
+    incremental rank: a proven upper bound on the dimension (module docstring)."""
+    p = check_word_prime(check_prime("prime", prime))
+    point = random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper"))
+    return _catalogue_bound(arch, point, p)
+
+
+def _catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: int
+                     ) -> tuple[int, dict[str, int]]:
+    """n_params - rank_p of the catalogue's tangents at residue blocks, and the family ranks."""
+    tangents, counts = tangent_rows(arch, residues, fp_ops(p))
+    families = family_ranks_mod_p(tangents.remainder(p), counts, p)
+    return arch.n_params - sum(families.values()), families
+
+
+def block_point(arch: Architecture, blocks: dict, p: int = DEFAULT_PRIME):
+    """At given named blocks: (upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
+
+    The upper bound is n_params - rank_p(catalogue tangents at the point): each float64 entry is
+    the dyadic rational it stores, reduced mod p exactly (`ball.to_residues`). Every tangent lies
+    in the Jacobian's kernel at every point where it is defined, and a rational one is defined
+    here because its denominator is non-zero mod p; a singular inverse or kernel mod p at these
+    weights leaves only the trivial bound n_params, said in the notes.
+    """
+    from ..geometry.block_fibers import check_block_weights  # noqa: PLC0415
+
+    check_block_weights(arch, blocks, "weights")
+    blocks = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64).detach().cpu()
+              for k, v in blocks.items()}
+    p = check_word_prime(check_prime("prime", p))
+    notes = []
+    try:
+        upper, _ = _catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
+    except ComputationError as exc:
+        upper = arch.n_params
+        notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "
+                     "n_params")
+    params = flatten_blocks(arch, blocks)
+    return (upper, notes, lambda X: block_jacobian(arch, params, X),
+            lambda X: (lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)))
+
+
+def certified_block_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
+                        precision: int = DEFAULT_PRECISION, prime: int = DEFAULT_PRIME,
+                        progress: Progress | None = None) -> DimensionResult:
+    """Certified dimension of a block network (module docstring): `certified` when the ball
+    lower bound meets the catalogue's F_p upper bound, else `lower-bound` with both."""
+    def upper_bound(seed: int):
+        upper, families = block_upper_bound(arch, seed, prime)
+        return upper, ["upper bound families (incremental rank over F_p): " + ", ".join(
+            f"{k}: {v}" for k, v in families.items() if v)], {"symmetries": families}
+
+    checked = []
+
+    def point(seed: int, n: int):
+        blocks, X = rational_block_point(arch, seed, n)
+        J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+        if not checked:
+            _check_kernel(arch, blocks, J)
+            checked.append(True)
+        return J, lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)
+
+    formula = block_formula(arch)
+    return certify_rank(arch, upper_bound, point, seed=seed, samples=samples,
+                        precision=precision, prime=prime, progress=progress, formula=formula,
+                        conjecture=formula)
+
+
+def _check_kernel(arch: Architecture, blocks: dict[str, torch.Tensor], J: torch.Tensor) -> None:
+    """Every catalogue tangent at the float point lies in the float Jacobian's kernel."""
+    tangents, _ = tangent_rows(arch, blocks, FLOAT_OPS)
+    if not tangents.shape[0]:
+        return
+    image = J @ tangents.T
+    scale = float(J.abs().max()) * max(1.0, float(tangents.abs().max()))
+    if float(image.abs().max()) > _MAX_LEAK * scale:
+        raise ComputationError("a symmetry tangent is not in the kernel of the float Jacobian: "
+                               "the upper bound would be unsound (a bug; please report it); "
+                               "rerun with --debug")

@@ -1,0 +1,247 @@
+"""Certified dimensions of non-polynomial transformer blocks (softmax heads, relu/gelu/tanh MLPs,
+layernorm/rmsnorm): the ball forward pass, the catalogue's upper bound, `dim --method certified`
+and `auto` (docs/certified_softmax.md, docs/blocks.md)."""
+
+import json
+import warnings
+
+import flint
+import numpy as np
+import pytest
+import torch
+
+from neuromanifold import Architecture, neuromanifold_dim, rank_at_point
+from neuromanifold.cli import main
+from neuromanifold.core.blocks import block_forward, flatten_blocks, random_block_weights
+from neuromanifold.core.catalogue import FAMILIES, tangent_rows
+from neuromanifold.dimension.ball import UndecidedBall, prove_rank
+from neuromanifold.dimension.ball_blocks import (ball_block_forward, ball_block_jacobian,
+                                                 block_upper_bound, certified_block_dim,
+                                                 rational_block_point)
+from neuromanifold.dimension.blocks_numerical import block_jacobian, block_numerical_dim
+from neuromanifold.io.block_weightfiles import write_block_weights
+
+# Pairwise-distinct sizes where the options allow (a residual needs equal widths).
+CASES = {
+    "softmax heads values": Architecture((3, 4, 2), (2, 3), 3, "softmax", heads=(2, 3),
+                                         values=(2, 1)),
+    "residual relu": Architecture((3, 3, 3), (2, 2), 3, "softmax", heads=(2, 2), residual=True,
+                                  mlp=(4, 2), activation="relu"),
+    "residual gelu": Architecture((3, 3, 3), (2, 2), 3, "softmax", heads=(2, 2), residual=True,
+                                  mlp=(4, 2), activation="gelu"),
+    "layernorm tanh residual": Architecture((3, 3, 3), (2, 2), 3, "softmax", heads=(1, 2),
+                                            residual=True, mlp=(2, 3), activation="tanh",
+                                            norm="layernorm"),
+    "layernorm relu": Architecture((4, 4), (2,), 3, "softmax", heads=(2,), mlp=(3,),
+                                   activation="relu", norm="layernorm"),
+    "rmsnorm gelu residual": Architecture((4, 4), (2,), 3, "softmax", 0.7, heads=(2,),
+                                          residual=True, mlp=(3,), activation="gelu",
+                                          norm="rmsnorm"),
+    "rmsnorm tanh": Architecture((4, 5, 3), (2, 3), 3, "softmax", heads=(2, 1), mlp=(2, 0),
+                                 activation="tanh", norm="rmsnorm"),
+    "one token relu": Architecture((3, 4), (2,), 1, "softmax", heads=(2,), mlp=(2,),
+                                   activation="relu"),
+    "lightning tanh": Architecture((3, 4), (2,), 2, heads=(2,), values=(3,), mlp=(5,),
+                                   activation="tanh"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_certified_equals_numerical(name):
+    """The ball lower bound meets the catalogue's F_p upper bound and equals the float64 rank."""
+    arch = CASES[name]
+    proved = certified_block_dim(arch, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        float_result = block_numerical_dim(arch, seed=5)
+    assert proved.status == "certified" and float_result.status == "settled"
+    assert proved.dimension == proved.lower_bound == proved.upper_bound == float_result.dimension
+    assert proved.dimension + proved.fiber_dim == arch.n_params
+
+
+@pytest.mark.parametrize("heads,truth", [(1, 18), (2, 36), (4, 72)])
+def test_softmax_heads_certified(heads, truth):
+    """d = d' = 3, a = v = 3: H softmax heads give 18 H, proved (per-head GL(a) and GL(v) only)."""
+    arch = Architecture((3, 3), (3,), 3, "softmax", heads=(heads,), values=(3,))
+    r = neuromanifold_dim(arch, method="certified")
+    assert (r.dimension, r.status, r.method) == (truth, "certified", "certified")
+    families = r.symmetries
+    assert families["per-head GL(a) on (Q, K)"] == families["per-head GL(v) on (W, O)"] == 9 * heads
+
+
+def test_bounds_apart_reported_as_lower_bound():
+    """Lightning with layernorm, d = 3, a = 2, H = 2: 16 proved, the catalogue bounds it by 18
+    (head mixing inside the mean-free plane is not in it); both bounds are reported."""
+    arch = Architecture((3, 3), (2,), 3, heads=(2,), norm="layernorm")
+    r = neuromanifold_dim(arch, method="certified")
+    assert (r.dimension, r.lower_bound, r.upper_bound, r.status) == (16, 16, 18, "lower-bound")
+    assert any("bounds do not meet: 16 <= dim M <= 18" in n for n in r.notes)
+
+
+ARCH_FORWARD = Architecture((3, 3, 3), (2, 3), 4, "softmax", 0.7, heads=(2, 1), values=(2, 4),
+                            residual=True, mlp=(5, 2), activation="gelu", norm="layernorm")
+
+
+def test_ball_forward_midpoint_matches_float():
+    """The arb forward pass's midpoints equal `block_forward` in float64 (to 1e-12), tight balls."""
+    blocks, X = rational_block_point(ARCH_FORWARD, 3, 3)
+    old = flint.ctx.prec
+    flint.ctx.prec = 100
+    try:
+        values, _ = ball_block_forward(ARCH_FORWARD, blocks, X, [0, 7])
+    finally:
+        flint.ctx.prec = old
+    mid = np.vectorize(lambda e: float(e.mid()))(values)
+    assert np.abs(mid - block_forward(ARCH_FORWARD, blocks, X).numpy()).max() < 1e-12
+    assert max(float(e.rad()) for e in values.flat) < 1e-20
+
+
+@pytest.mark.parametrize("arch", [
+    ARCH_FORWARD, CASES["layernorm relu"], CASES["rmsnorm tanh"],
+    Architecture((2, 3), (3,), 2, "softmax", values=(4,), mlp=(5,), activation="square"),
+], ids=["layernorm gelu", "layernorm relu", "rmsnorm tanh", "softmax square"])
+def test_ball_jacobian_contains_autodiff(arch):
+    """At 40 bits every ball of a Jacobian block contains the float64 autodiff entry."""
+    blocks, X = rational_block_point(arch, 4, 3)
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    rows, cols = list(range(0, J.shape[0], 2)), list(range(0, arch.n_params, 3))
+    old = flint.ctx.prec
+    flint.ctx.prec = 40
+    try:
+        block = ball_block_jacobian(arch, blocks, X, rows, cols)
+    finally:
+        flint.ctx.prec = old
+    expected = J[rows][:, cols].numpy()
+    assert all(ball.contains(flint.arb(float(x))) for ball, x in zip(block.flat, expected.flat))
+    assert np.abs(expected).max() > 0.1
+
+
+def test_relu_at_zero_is_undecided_not_guessed():
+    """A relu input that is exactly 0 has no derivative: the ball pass stops, nothing is proved."""
+    arch = Architecture((3, 3), (2,), 3, "softmax", heads=(2,), mlp=(4,), activation="relu")
+    blocks, X = rational_block_point(arch, 1, 2)
+    blocks["P_1"][1] = 0.0
+    with pytest.raises(UndecidedBall, match="relu input ball contains 0"):
+        ball_block_forward(arch, blocks, X, [0])
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    ball = prove_rank(J, 5, lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols),
+                      precision=512)
+    assert ball.proved == 0 and "relu" in ball.notes[0]
+
+
+def test_never_proves_more_than_the_upper_bound():
+    """Soundness: a block one larger than the catalogue's upper bound never gets a proof."""
+    arch = CASES["layernorm relu"]
+    upper, _ = block_upper_bound(arch)
+    blocks, X = rational_block_point(arch, 0, 14)
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    ball = prove_rank(J, upper + 1, lambda r, c: ball_block_jacobian(arch, blocks, X, r, c),
+                      precision=128)
+    assert ball.proved == 0 and ball.precision == 1024
+
+
+@pytest.mark.parametrize("arch,families", [
+    (CASES["layernorm relu"], ("layernorm mean directions", "layernorm shifts", "norm rotations")),
+    (CASES["rmsnorm tanh"], ("norm rotations",)),
+    (CASES["one token relu"], ("one-token softmax",)),
+], ids=["layernorm", "rmsnorm", "one token"])
+def test_new_families_leave_outputs_unchanged(arch, families):
+    """The norm and one-token families are present and lie in the float Jacobian's kernel."""
+    blocks = random_block_weights(arch, seed=6)
+    tangents, counts = tangent_rows(arch, blocks)
+    count = dict(counts)
+    assert [f for f, _ in counts] == list(FAMILIES) and all(count[f] > 0 for f in families)
+    X = torch.randn((3, arch.widths[0], arch.tokens), dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(8))
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    image = J @ tangents.T
+    assert float(image.abs().max()) < 1e-9 * float(J.abs().max()) * float(tangents.abs().max())
+
+
+def test_cli_certified_block_json(capsys):
+    """`dim --method certified` of a softmax block with values, residual, relu MLP and layernorm."""
+    code = main(["dim", "--widths", "3,3", "--keys", "2", "--heads", "2", "--values", "4",
+                 "--residual", "--mlp", "5", "--activation", "relu", "--norm", "layernorm",
+                 "--attention", "softmax", "--method", "certified", "--seed", "3", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["status"] == "certified"
+    assert data["lower_bound"] == data["upper_bound"] == data["dimension"] == 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numerical = neuromanifold_dim(RELU_LAYERNORM, method="numerical", seed=3)
+    assert data["dimension"] == numerical.dimension
+
+
+RELU_LAYERNORM = Architecture((3, 3), (2,), 3, "softmax", heads=(2,), values=(4,), residual=True,
+                              mlp=(5,), activation="relu", norm="layernorm")
+
+
+def test_relu_rank_depends_on_the_point():
+    """relu: the weights of seed 1 have Jacobian rank 38 (float64 and balls agree, 40 x 40 blocks
+    are singular to 1024 bits), below the dimension 40 that other seeds prove: the certified path
+    reports 38 <= dim <= 40 there, never 38 as the dimension."""
+    low = certified_block_dim(RELU_LAYERNORM, seed=1)
+    assert (low.status, low.lower_bound, low.upper_bound) == ("lower-bound", 38, 40)
+    assert certified_block_dim(RELU_LAYERNORM, seed=3).status == "certified"
+
+
+def test_auto_escalates_a_thin_block_gap():
+    """`auto`: a settled float rank with a gap under 6 decades is escalated and proved."""
+    arch = Architecture((4, 4, 4), (2, 2), 3, "softmax", heads=(2, 2), mlp=(3, 3),
+                        activation="gelu", norm="layernorm")
+    r = neuromanifold_dim(arch, method="auto")
+    assert (r.dimension, r.status, r.method) == (98, "certified", "certified")
+    assert r.notes[0].startswith("auto: numerical first gave 98 (gap")
+    assert "escalated to the certified path" in r.notes[0]
+
+
+def test_auto_keeps_a_clear_block_gap():
+    """`auto`: a clear float rank of a block stays numerical and says it was not escalated."""
+    arch = CASES["residual gelu"]
+    r = neuromanifold_dim(arch, method="auto")
+    assert (r.dimension, r.status, r.method) == (104, "settled", "numerical")
+    assert any("not escalated" in n for n in r.notes)
+
+
+def test_rank_at_block_point_certified_and_degenerate():
+    """`rank_at_point` of block weights: 49 proved at seed 5's weights (layernorm, relu); at
+    seed 1's relu weights 38 is proved and 40 is not, so the answer is 38 <= rank <= 40."""
+    arch = CASES["layernorm relu"]
+    r = rank_at_point(arch, random_block_weights(arch, 5), method="certified", generic=False)
+    assert (r.rank, r.status, r.upper_bound) == (49, "certified", 49)
+    low = rank_at_point(RELU_LAYERNORM, random_block_weights(RELU_LAYERNORM, 1), method="auto",
+                        generic=False)
+    assert (low.rank, low.status, low.lower_bound, low.upper_bound) == (38, "lower-bound", 38, 40)
+
+
+def test_rank_at_block_point_rejects_missing_blocks():
+    """Block weights missing a block get the one-line template error naming it."""
+    arch = CASES["layernorm relu"]
+    blocks = random_block_weights(arch, 5)
+    del blocks["n_1"]
+    with pytest.raises(ValueError, match=r"`weights` must be a block n_1 of shape \(4, 1\)"):
+        rank_at_point(arch, blocks)
+
+
+def test_cli_rank_of_a_block_file(tmp_path, capsys):
+    """`rank --weights` reads a block file (with --activation, --norm) and proves the rank."""
+    arch = Architecture((4, 4), (2,), 3, "softmax", heads=(2,), residual=True, mlp=(3,),
+                        activation="gelu", norm="rmsnorm")
+    path = write_block_weights(tmp_path / "w.npz",
+                               {k: v.numpy() for k, v in random_block_weights(arch, 2).items()})
+    code = main(["rank", "--weights", str(path), "--attention", "softmax", "--residual",
+                 "--activation", "gelu", "--norm", "rmsnorm", "--method",
+                 "certified", "--no-generic", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and (data["rank"], data["status"]) == (80, "certified")
+
+
+def test_relu_rank_below_the_bound_is_a_lower_bound_not_settled():
+    """A relu network's clear rank at one point below the symmetry bound is a lower bound only."""
+    arch = Architecture((3, 3), (2,), 3, "softmax", heads=(2,), values=(4,), residual=True,
+                        mlp=(5,), activation="relu", norm="layernorm")
+    low = neuromanifold_dim(arch, method="numerical", seed=1)
+    assert (low.status, low.dimension, low.lower_bound, low.upper_bound) == ("lower-bound", 38, 38, 40)
+    assert not low.is_settled and "piecewise analytic" in " ".join(low.notes)
+    high = neuromanifold_dim(arch, method="numerical", seed=2)
+    assert (high.status, high.dimension) == ("settled", 40)
