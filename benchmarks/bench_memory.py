@@ -1,5 +1,7 @@
 """Estimated against measured peak memory (issue 13): the estimates must be within 2x.
 
+The 56^3 softmax case takes the eliminated route (dimension.elimination); `--only 56` runs it alone.
+
 Each case runs in a fresh subprocess (`neuromanifold.dimension.api.neuromanifold_dim`), which
 reports its own peak resident set size, resource.getrusage(RUSAGE_SELF).ru_maxrss.
 Run: .venv/bin/python benchmarks/bench_memory.py [--quick]
@@ -17,6 +19,7 @@ from neuromanifold.dimension.memory import exact_estimate, format_bytes, numeric
 CASES = [  # (widths, keys, tokens, attention, method)
     ((24, 24, 24), (8, 8), 8, "softmax", "numerical"),
     ((48, 48, 48), (8, 8), 16, "softmax", "numerical"),
+    ((56, 56, 56), (8, 8), 16, "softmax", "numerical"),   # 4,800 free columns: eliminated route
     ((16, 16, 16), (4, 4), 6, "lightning", "numerical"),
     ((24, 24, 24), (6, 6), 8, "lightning", "numerical"),
     ((24, 24, 24, 24), (8, 8, 8), 8, "lightning", "certified"),
@@ -34,9 +37,12 @@ CHILD = ("import json, sys, resource; from neuromanifold import Architecture; "
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="only the first three cases")
+    parser.add_argument("--only", type=int, default=None, help="only the cases of this first width")
     args = parser.parse_args()
     print(f"{'case':<52} {'estimate':>9} {'measured':>9} {'ratio':>6} {'seconds':>8}  result")
     for widths, keys, t, att, method in CASES[:3] if args.quick else CASES:
+        if args.only is not None and widths[0] != args.only:
+            continue
         arch = Architecture(widths, keys, t, att)
         est = (numerical_estimate(arch) if method == "numerical"
                else exact_estimate(arch, certify=method == "certified"))

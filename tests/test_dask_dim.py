@@ -157,7 +157,7 @@ def test_dask_client_estimate_is_the_u_by_u_factor():
     assert rows == 11 * 1024
     assert dask_worker_estimate(arch).parts["chunk rows, stack and R"] == (2 * rows * U + U * U) * 8
     big = Architecture((128, 128, 128), (16, 16), 16, "softmax")
-    assert dask_client_estimate(big).peak < numerical_estimate(big).peak / 3
+    assert dask_client_estimate(big).peak < numerical_estimate(big, route="full").peak / 3
     worker = dask_worker_estimate(big)
     assert worker.parts["tree step (two factors, stack, QR)"] == 5 * 24064 ** 2 * 8
     assert "one worker thread" in worker.what
@@ -187,17 +187,17 @@ def test_dask_workers_refuse_a_rank_over_their_budget(small_workers):
 
 def test_sweep_on_dask_stores_items_over_the_worker_budget_as_refused(small_workers, tmp_path):
     """A sweep item with no --max-memory gets its worker's budget (1 GB here): the small item
-    is computed, the 8,576-parameter one (estimate 2.2 GB) is stored 'refused'."""
+    is computed, the 33,536-parameter one (estimate over 1 GB) is stored 'refused'."""
     grid = tmp_path / "g.toml"
-    grid.write_text('widths = [[4, 3, 2], [64, 64, 64]]\nkeys = [[2, 1]]\ntokens = [16]\n'
+    grid.write_text('widths = [[4, 3, 2], [128, 128, 128]]\nkeys = [[2, 1]]\ntokens = [16]\n'
                     'attention = ["softmax"]\nmethod = ["numerical"]\n')
-    assert numerical_estimate(Architecture((64, 64, 64), (2, 1), 16, "softmax")).peak > 10 ** 9
+    assert numerical_estimate(Architecture((128, 128, 128), (2, 1), 16, "softmax")).peak > 10 ** 9
     summary = sweep(grid, tmp_path / "r.sqlite", backend="dask", scheduler=small_workers, seed=5)
     assert summary.counts == {"settled": 1, "refused": 1}
     with sqlite3.connect(tmp_path / "r.sqlite") as conn:
         rows = dict(conn.execute("SELECT widths, status || ': ' || message FROM results"))
     assert rows["4,3,2"].startswith("settled")
-    assert rows["64,64,64"].startswith("refused: `max_memory` must be at least the estimated "
+    assert rows["128,128,128"].startswith("refused: `max_memory` must be at least the estimated "
                                        "peak; got 953.7 MB (the Dask worker's memory limit")
 
 

@@ -79,7 +79,7 @@ class GaugeSplit:
         if n_rows < self.free.numel():
             J = jacobian(arch, params, X)[:, self.free]  # reverse mode: one pass per row
         else:
-            J = _forward_columns(arch, params, X, self.free)
+            J = forward_columns(arch, params, X, self.free)
         J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
         # The kernel property holds sample by sample: two samples per block check it.
         return J, self.leak(arch, params, X[:_CHECK_SAMPLES])
@@ -132,7 +132,7 @@ def _ratio(M: torch.Tensor, scale: torch.Tensor) -> float:
     return float(M.norm()) / s if s > 0 else 0.0
 
 
-def _forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
+def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
                      free: torch.Tensor) -> torch.Tensor:
     """J[:, free] by forward mode: one jvp per free parameter, batched in chunks."""
     def f(w: torch.Tensor) -> torch.Tensor:

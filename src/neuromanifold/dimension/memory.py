@@ -36,6 +36,10 @@ NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
 NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
 AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
 EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
+# From this many free columns on, `numerical_dim` (route "auto") eliminates the last value matrix
+# before reading the rank (`dimension.elimination`): the matrix it factorises loses d_l d_{l-1}
+# columns. Below it the full matrix takes seconds, and results stay exactly as they were.
+ELIMINATE_MIN_COLUMNS = 4096
 # Resident size the Dask client adds to a process (its event loop, comms and graph state;
 # measured: 21 MiB with a LocalCluster's scheduler in the same process).
 DASK_CLIENT_BYTES = 50 * MIB
@@ -164,6 +168,71 @@ def _upper_guess(arch: Architecture) -> tuple[int, int]:
     return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
 
 
+# elimination.SKETCH_PER_SAMPLE: rows of Y kept per sample, in units of t(t - 1).
+SKETCH_PER_SAMPLE = 2
+# The first N of the eliminated route expects t(t - 1) rank per sample, with this margin.
+ELIMINATION_RANK_MARGIN = 1.3
+
+
+def elimination_samples(arch: Architecture, columns: int) -> int:
+    """First N of the eliminated route: enough that N samples at t(t - 1) rank each (what one
+    sample adds to rank Y on the two-layer networks of equal widths measured) exceed the reduced matrix's `columns` by
+    `ELIMINATION_RANK_MARGIN`, and that Y has twice as many rows as columns, plus one sample.
+    Growth in N corrects a first N that falls short."""
+    d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
+    by_rows = math.ceil((2 * columns / d_l + d_in) / t)
+    by_rank = math.ceil(ELIMINATION_RANK_MARGIN * columns / max(1, t * (t - 1)))
+    return max(2, by_rows + 1, by_rank + 1)
+
+
+def eliminates(arch: Architecture) -> bool:
+    """True when `numerical_dim` (route "auto") eliminates the last value matrix here."""
+    return gauge_applies(arch) and _upper_guess(arch)[1] >= ELIMINATE_MIN_COLUMNS
+
+
+def _factor_bytes(rows: int, cols: int) -> int:
+    """Rows kept for the rank, their concatenation and the SVD's copies; past the fold threshold
+    the triangular factor they are folded into."""
+    kept = rows * cols * 8
+    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
+        return 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
+    r_bytes = min(rows, cols) * cols * 8
+    return 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+
+
+def _eliminated_estimate(arch: Architecture, samples: int | None,
+                         min_samples: int | None) -> MemoryEstimate:
+    """Peak of the eliminated route (`dimension.elimination`): per block of samples, the
+    Jacobian on the other free columns (with its reshaped and scaled copies), the group rows
+    B^T J_r kept between blocks (old, stacked with the block, rotated: three copies at once),
+    and the rows of Y with their factorisation."""
+    P = arch.n_params
+    d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
+    _, upper = _upper_guess(arch)
+    cols = upper - d_l * d_in
+    N = samples if samples is not None else max(elimination_samples(arch, cols), min_samples or 0)
+    per_sample = t * d_l
+    block = min(N, max(1, NUMERICAL_ROW_BLOCK_BYTES // (per_sample * cols * 8)))
+    block_bytes = block * per_sample * cols * 8
+    top = d_in * d_l * cols * 8
+    y_rows = min(d_l * max(0, N * t - d_in), SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * N)
+    kept = y_rows * cols * 8
+    parts = {"torch": _BASE_BYTES,
+             "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
+             "eliminated rows": 3 * top + 2 * block_bytes,
+             "rows and factorisation": _factor_bytes(y_rows, cols)}
+    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
+        # svdvals reads the rows whole: the stacked rows, unit_scaled's two divided copies and
+        # LAPACK's own copy are alive at once (the 40,960-parameter network peaked at 6.3 GiB).
+        parts["rows and factorisation"] += kept
+    peak = parts["torch"] + max(top + kept + parts["Jacobian block"],
+                                kept + parts["eliminated rows"],
+                                top + parts["rows and factorisation"])
+    advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {y_rows} rows "
+              f"after eliminating the last value matrix here), fewer samples (--samples "
+              f"{math.ceil(P / per_sample)} is the least), or --device cuda")
+    return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
+                          int(peak), parts, advice)
 def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
     """N of the numerical path's first pass (`numerical.initial_samples`), or `samples`."""
     _, upper = _upper_guess(arch)
@@ -195,9 +264,12 @@ def _block_samples(arch: Architecture) -> int:
 
 
 def numerical_estimate(arch: Architecture, samples: int | None = None,
-                       min_samples: int | None = None) -> MemoryEstimate:
+                       min_samples: int | None = None, route: str = "auto") -> MemoryEstimate:
     """Peak of `numerical_dim` for its first pass over N samples (N grows only when the rank has
-    not saturated; growth past the fold threshold keeps the rows as a triangular factor)."""
+    not saturated; growth past the fold threshold keeps the rows as a triangular factor).
+    `route` as in `numerical_dim` ("full" for the whole Jacobian, as the certified path builds)."""
+    if route == "eliminate" or (route == "auto" and eliminates(arch)):
+        return _eliminated_estimate(arch, _valid_samples(samples), min_samples)
     P = arch.n_params
     _, upper = _upper_guess(arch)
     per_sample = arch.tokens * arch.widths[-1]
@@ -205,12 +277,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     rows = N * per_sample
     cols = upper
     parts = {"torch": _BASE_BYTES, **_row_block_parts(arch, min(N, _block_samples(arch)))}
-    kept = rows * cols * 8
-    if kept <= NUMERICAL_KEEP_ROWS_BYTES:
-        factor = 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
-    else:
-        r_bytes = min(rows, cols) * cols * 8
-        factor = 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+    factor = _factor_bytes(rows, cols)
     parts["rows and factorisation"] = factor
     held = parts.get("symmetry tangents", 0) / 3
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
@@ -300,7 +367,7 @@ def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
     """Peak of the certified softmax path: the float Jacobian that selects the block (as the
     numerical path), plus the r x r ball block and the copy its determinant works on. An arb
     entry holds a 48-byte header and the midpoint's limbs at `precision` bits."""
-    base = numerical_estimate(arch, samples)
+    base = numerical_estimate(arch, samples, route="full")
     _, upper = _upper_guess(arch)
     ball = 2 * upper * upper * (48 + 2 * math.ceil(precision / 64) * 8)
     parts = dict(base.parts, **{"ball block": ball})

@@ -20,6 +20,7 @@ from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
+from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
 from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
 from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
@@ -32,6 +33,10 @@ _ROW_BLOCK_BYTES = 256 * 2 ** 20
 _KEEP_ROWS_BYTES = 3 * 2 ** 30
 # Largest ||J Q1|| / ||J|| (Jacobian on the symmetry tangents) accepted as round-off.
 _MAX_LEAK = 1e-9
+# How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
+# the last value matrix exactly ("eliminate", `dimension.elimination`; gauge networks only).
+# "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on (`dimension.memory`).
+ROUTES = ("auto", "full", "eliminate")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -85,7 +90,8 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
-def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local") -> None:
+def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
+                  route: str = "auto") -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
     budget (`max_memory`, default 80% of the available memory); not checked for a GPU run.
     On Dask this is the client's peak (the workers check their own: `dask_rank`)."""
@@ -94,7 +100,7 @@ def _check_memory(arch: Architecture, samples, max_memory, device, backend: str 
     if backend == "dask":
         check_memory(dask_client_estimate(arch), max_memory)
     elif str(device) != "cuda":
-        check_memory(numerical_estimate(arch, samples), max_memory,
+        check_memory(numerical_estimate(arch, samples, route=route), max_memory,
                      skip=lambda: str(device) == "auto" and torch.cuda.is_available())
 
 
@@ -115,7 +121,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   max_seconds: float | None = None,
                   progress: Progress | None = None,
                   max_memory: str | float | int | None = None, backend: str = "local",
-                  scheduler: str | None = None) -> DimensionResult:
+                  scheduler: str | None = None, route: str = "auto") -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
@@ -123,7 +129,9 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     symmetry upper bound, with a clear gap, unless `samples` fixes it; at `max_samples` or
     `max_seconds` it stops with status `stopped`. Rank rule: largest gap in the singular values; a gap below `min_gap`
     decades, a competing gap, or an unverified saturation gives status `ambiguous` and an
-    `AmbiguousRankWarning`. Numerical: not a proof.
+    `AmbiguousRankWarning`. Numerical: not a proof. `route` (`ROUTES`) picks the matrix the rule
+    reads; "eliminate" reads it after removing the last value matrix's columns exactly
+    (`dimension.elimination`), where the gauge applies (local backend only).
 
     `backend` `dask` computes the rows on the workers of a Dask cluster (`scheduler`, an address
     such as tcp://host:8786, or a LocalCluster of `dask_rank.LOCAL_WORKERS` workers started here)
@@ -134,7 +142,13 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     check_architecture(arch)
     seed = check_seed(seed)
     backend = check_backend(backend, scheduler)
-    _check_memory(arch, samples, max_memory, device, backend)
+    route = check_choice("route", route, ROUTES)
+    if backend == "dask" and route == "eliminate":
+        raise bad_value("route", "'auto' or 'full' with the dask backend", route,
+                        "The elimination runs in this process; use backend 'local'.")
+    if backend == "dask":
+        route = "full"
+    _check_memory(arch, samples, max_memory, device, backend, route)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
@@ -155,7 +169,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
 
         source = DaskRows(arch, seed, scheduler, say, samples)
     else:
-        source = LocalRows(arch, seed, dev)
+        source = LocalRows(arch, seed, dev, route)
     try:
         return _grow_and_read(arch, source, samples=samples, seed=seed, dev=dev, min_gap=min_gap,
                               min_samples=min_samples, max_samples=max_samples,
@@ -176,7 +190,7 @@ class LocalRows:
 
     backend = None
 
-    def __init__(self, arch: Architecture, seed: int, dev: torch.device):
+    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto"):
         self.arch = arch
         t0 = time.perf_counter()
         weights = random_weights(arch, seed, device=dev)
@@ -185,6 +199,15 @@ class LocalRows:
         self.seconds_split = time.perf_counter() - t0
         self.split_rank = self.split.rank
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
+        self.rows = 0  # rows computed so far (after the elimination's sketch, where it applies)
+        self.eliminated = None  # the LastValueElimination reading the rank, if any
+        upper = arch.n_params - self.split_rank
+        if hasattr(self.split, "free") and (  # a gauge (GaugeSplit) applies
+                route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS)):
+            from .elimination import LastValueElimination  # noqa: PLC0415
+
+            self.split = self.eliminated = LastValueElimination(
+                arch, self.split, seeded_generator(seed, "sketch"))
 
     def add(self, X: torch.Tensor) -> None:
         """Compute and keep the rows J Q2 of the samples X."""
@@ -192,6 +215,7 @@ class LocalRows:
         reduced, leak = self.split.rows(self.arch, self.params, X)
         self.leak = max(self.leak, leak)
         self.kept.append(reduced)
+        self.rows += reduced.shape[0]
         self.seconds_jacobian += time.perf_counter() - t0
 
     def scaled_factor(self, say: Progress) -> torch.Tensor:
@@ -210,6 +234,8 @@ class LocalRows:
 
     def note(self) -> str:
         """How the split read the rank, for the result's notes."""
+        if self.eliminated is not None:
+            return self.eliminated.note(self.leak, self.eliminated.input_rank())
         return self.split.note(self.leak)
 
     def close(self) -> None:
@@ -224,16 +250,23 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     upper = arch.n_params - source.split_rank
     n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rows_per_sample = arch.tokens * arch.widths[-1]
+    first = initial_samples(arch, upper)
+    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
+    elim = getattr(source, "eliminated", None)
+    if elim is not None:
+        n_cols = elim.columns
+        first = elimination_samples(arch, n_cols)
+        block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
+        say(f"last value matrix eliminated: rank read on {n_cols} of the {upper} free columns")
     if samples is not None:
         target = samples
     else:
-        target = max(initial_samples(arch, upper), min_samples or 0)
+        target = max(first, min_samples or 0)
     if max_samples is None:
         max_samples = max(8 * target, 64)
     gen = seeded_generator(seed, "inputs")
-    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
 
-    state = {"rank": 0.0}
+    state = {"rank": 0.0, "offset": 0, "input": None}
 
     def add(n_done: int, n_target: int) -> None:
         state["n"] = n_target
@@ -253,15 +286,23 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
         sv = torch.linalg.svdvals(R)
         state["rank"] += time.perf_counter() - t1
-        nr = numerical_rank(sv, state["n"] * rows_per_sample, n_cols)
-        say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        nr = numerical_rank(sv, source.rows if elim is not None else state["n"] * rows_per_sample,
+                            n_cols)
+        if elim is not None:  # rank J = d_l rank M + rank Y (module elimination)
+            state["input"] = elim.input_rank()
+            state["offset"] = arch.widths[-1] * state["input"].rank
+        say(f"N = {state['n']}: numerical rank {nr.rank + state['offset']} (gap {nr.gap:.1f} decades)")
         return nr
+
+    def clear(nr) -> bool:
+        return not nr.is_ambiguous(min_gap) and (
+            state["input"] is None or state["input"].is_settled(min_gap))
 
     # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
     grown = grow_samples(
-        target, add, measure, rank_of=lambda nr: nr.rank, upper=upper,
+        target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
         fixed=samples is not None, next_target=lambda n_done, _rank: math.ceil(n_done * 1.5),
-        clear=lambda nr: not nr.is_ambiguous(min_gap), max_samples=max_samples,
+        clear=clear, max_samples=max_samples,
         max_seconds=max_seconds, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
     t_rank, leak = state["rank"], source.leak
@@ -277,6 +318,9 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     if ambiguous:
         notes.append(nr.ambiguity_note(min_gap))
     notes.append(source.note())
+    if elim is not None and state["input"].is_ambiguous(min_gap):
+        ambiguous = True
+        notes.append("last layer's input matrix: " + state["input"].ambiguity_note(min_gap))
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
@@ -285,8 +329,9 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
             status_if_capped = "stopped"  # clear readings, but the rank was still growing
         ambiguous = True
         if samples is not None:
-            notes.append(f"rank {nr.rank} is below the symmetry bound {upper} and N = {samples} was "
-                         "fixed: saturation in N not verified (leave --samples out to grow N)")
+            notes.append(f"rank {nr.rank + state['offset']} is below the symmetry bound {upper} and "
+                         f"N = {samples} was fixed: saturation in N not verified (leave "
+                         "--samples out to grow N)")
         else:
             notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
     else:
@@ -295,11 +340,11 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     if grown.reason == "cap" and status_if_capped:
         status = status_if_capped
     if status != "settled":
-        warnings.warn(f"{arch}: numerical rank {nr.rank} is {status}: " + "; ".join(notes),
+        warnings.warn(f"{arch}: numerical rank {nr.rank + state['offset']} is {status}: " + "; ".join(notes),
                       AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
-        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank,
+        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank + state["offset"],
         method="numerical", status=status, formula=expected_dim(arch),
         conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
