@@ -245,3 +245,12 @@ def test_relu_rank_below_the_bound_is_a_lower_bound_not_settled():
     assert not low.is_settled and "piecewise analytic" in " ".join(low.notes)
     high = neuromanifold_dim(arch, method="numerical", seed=2)
     assert (high.status, high.dimension) == ("settled", 40)
+
+
+def test_slowly_decaying_spectrum_still_proves_a_strong_lower_bound():
+    """When the bound is not proved, the fallback tries counts above round-off, not only the largest gap."""
+    arch = Architecture((4, 3, 4), (2, 2), 3, "softmax", heads=(1, 2), mlp=(3, 2),
+                        activation="square", norm="layernorm")
+    r = neuromanifold_dim(arch, method="certified", seed=0)
+    # An independent float64 rank reads about 47 here; the largest-gap rule alone read 4.
+    assert r.status == "lower-bound" and 40 <= r.lower_bound <= r.upper_bound == 50

@@ -330,6 +330,21 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
                         conjecture=effective_width(arch))
 
 
+# Relative singular-value levels whose counts are tried, largest first, when the upper bound is
+# not proved: on a slowly decaying spectrum the largest gap can sit far too early (measured: a
+# layernorm block whose gap rule read 4 while about 47 singular values stand above round-off).
+_FALLBACK_LEVELS = (1e-12, 1e-9, 1e-6)
+
+
+def _fallback_ranks(sv: torch.Tensor, shape: tuple[int, int], upper: int) -> list[int]:
+    """Ranks to try proving below `upper`, largest first: counts above a few relative levels and
+    the gap rule's rank. Any of them is only a candidate: nothing is claimed unless proved."""
+    candidates = {numerical_rank(sv, *shape).rank}
+    top = float(sv[0]) if len(sv) else 0.0
+    candidates |= {int((sv > level * top).sum()) for level in _FALLBACK_LEVELS}
+    return sorted((r for r in candidates if 0 < r < upper), reverse=True)
+
+
 def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, list[str], dict]],
                  point: Callable[[int, int], tuple[torch.Tensor, BlockEvaluator]], *, seed: int,
                  samples: int | None, precision: int, prime: int, progress: Progress | None,
@@ -370,13 +385,14 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
         say(f"not proved at rank {upper}; retrying with N = {n} samples")
     if not ball.proved:
         sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
-        guess = numerical_rank(sv, *J.shape).rank
-        if 0 < guess < upper:
+        for guess in _fallback_ranks(sv, J.shape, upper):
             say(f"falling back to the float rank {guess}")
             retry = prove_rank(J, guess, evaluate, precision=precision, progress=say)
             retry.notes = ball.notes + retry.notes
             retry.seconds = {k: v + retry.seconds.get(k, 0.0) for k, v in ball.seconds.items()}
             ball = retry
+            if ball.proved:
+                break
     lower = ball.proved
     certified = lower == upper
     notes = notes + ball.notes
