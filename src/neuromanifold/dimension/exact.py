@@ -201,13 +201,13 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
                                    check_kernel if free_columns is not None and not blocks else None))
         clock["jacobian"] += time.perf_counter() - t0
         say(f"N = {n_target}: {sum(b.shape[0] for b in blocks)} x {width} rows of S J mod p "
-            f"({time.perf_counter() - t0:.1f} s); exact rank ...")
+            f"({time.perf_counter() - t0:.1f} s)")
 
     def measure() -> int:
         t1 = time.perf_counter()
         if len(blocks) > 1:
             blocks[:] = [torch.cat(blocks)]   # one copy of the rows, not the blocks and their union
-        rank = rank_mod_p(blocks[0].numpy(), p)
+        rank = rank_mod_p(blocks[0].numpy(), p, say)
         clock["rank"] += time.perf_counter() - t1
         say(f"exact rank over F_p {rank} ({time.perf_counter() - t1:.1f} s)")
         return rank

@@ -6,6 +6,8 @@ Python ints/fractions.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from fractions import Fraction
 
 import flint
@@ -65,11 +67,15 @@ def flint_threads() -> int:
     return max(1, torch.get_num_threads())
 
 
-def rank_mod_p(matrix: np.ndarray, p: int) -> int:
-    """Exact rank of an integer matrix over F_p."""
+def rank_mod_p(matrix: np.ndarray, p: int, say: Callable[[str], None] | None = None) -> int:
+    """Exact rank of an integer matrix over F_p; `say` hears when flint holds the matrix."""
     if 0 in np.shape(matrix):
         return 0
+    start = time.perf_counter()
     m = to_nmod_mat(matrix, p)
+    if say is not None:
+        say(f"{m.nrows()} x {m.ncols()} matrix in flint ({time.perf_counter() - start:.1f} s); "
+            f"exact rank over F_p ...")
     if m.nrows() * m.ncols() < _THREADED_ENTRIES:
         return int(m.rank())
     before, flint.ctx.threads = flint.ctx.threads, flint_threads()
