@@ -18,8 +18,9 @@ from ..core.checks import bad_value
 
 # A prime below 2^31 (so that a product of two residues fits in int64 exactly).
 DEFAULT_PRIME = 2_147_483_629
-# Entries from which a rank is taken with several threads (flint multiplies blocks in parallel;
-# 4000 x 4000: 1.5x faster on 2 cores, measured).
+# Entries from which a rank is taken with several threads (flint multiplies blocks in parallel).
+# Measured on a 4000 x 4000 rank, 2 threads against 1 on 2 cores: 1.5x faster once, 0.8-0.9x
+# in three runs while other processes kept both cores busy.
 _THREADED_ENTRIES = 2 ** 22
 # Entries above which a matrix goes into flint entry by entry instead of through one list.
 _LIST_ENTRIES = 2 ** 22
