@@ -60,7 +60,7 @@ def to_nmod_mat(matrix: np.ndarray, p: int) -> flint.nmod_mat:
     return out
 
 
-def flint_threads() -> int:
+def _flint_threads() -> int:
     """Threads flint may use for a large elimination: as many as torch is allowed (a sweep's
     workers are held to one each), at least one."""
     import torch  # noqa: PLC0415
@@ -79,7 +79,7 @@ def rank_mod_p(matrix: np.ndarray, p: int, say: Callable[[str], None] | None = N
             f"exact rank over F_p ...")
     if m.nrows() * m.ncols() < _THREADED_ENTRIES:
         return int(m.rank())
-    before, flint.ctx.threads = flint.ctx.threads, flint_threads()
+    before, flint.ctx.threads = flint.ctx.threads, _flint_threads()
     try:
         return int(m.rank())
     finally:
