@@ -232,6 +232,23 @@ def test_flint_matrix_reduces_and_reads_strided_arrays(monkeypatch, list_entries
     assert fp.to_nmod_mat(m, 7).tolist() == [[int(x) % 7 for x in row] for row in m.tolist()]
 
 
+def test_a_tangent_outside_the_kernel_is_caught(monkeypatch):
+    """A wrong symmetry tangent (here e_0, which moves phi) stops the run instead of certifying."""
+    from neuromanifold.dimension import exact as exact_module
+    from neuromanifold.errors import ComputationError
+    real = exact_module.all_symmetry_tangents
+
+    def with_wrong_row(arch, weights, p):
+        rows, labels, skipped = real(arch, weights, p)
+        wrong = torch.zeros((1, rows.shape[1]), dtype=torch.int64)
+        wrong[0, 0] = 1
+        return torch.cat([rows, wrong]), labels + ["wrong"], skipped
+
+    monkeypatch.setattr(exact_module, "all_symmetry_tangents", with_wrong_row)
+    with pytest.raises(ComputationError, match="not in the kernel of the exact Jacobian"):
+        exact_dim(Architecture((5, 4, 3), (2, 3), 3), seed=2)
+
+
 def test_one_token_certified_through_symmetric_part():
     """t = 1 sees only the symmetric part of A: the antisymmetric directions are hidden symmetries,
     so (3,3), a = 2, t = 1 is certified at 14 (< 16 of Eq. 7, whose t >= 2 hypothesis fails)."""
