@@ -24,6 +24,7 @@ CASES = [  # (widths, keys, tokens, attention, method)
     ((24, 24, 24), (6, 6), 8, "lightning", "numerical"),
     ((24, 24, 24, 24), (8, 8, 8), 8, "lightning", "certified"),
     ((40, 40, 40), (8, 8), 8, "lightning", "certified"),
+    ((48, 48, 48, 48), (16, 16, 16), 16, "lightning", "certified"),
 ]
 
 CHILD = ("import json, sys, resource; from neuromanifold import Architecture; "

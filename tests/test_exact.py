@@ -194,17 +194,59 @@ def test_cli_bad_input_exit_2(capsys, args, message):
 
 def test_staircase_rank_and_free_columns():
     """Block-wise rank of the tangents equals the plain exact rank; J keeps its rank on free columns."""
-    from neuromanifold.dimension.exact import _layer_boundaries
+    from neuromanifold.dimension.exact import _staircase_boundaries
     from neuromanifold.dimension.modular import staircase_rank_mod_p
     arch = Architecture((3, 5, 4, 2), (2, 3, 2), 3)
     gen = torch.Generator().manual_seed(7)
     W = random_weights_mod_p(arch, P, gen)
     T, _, _ = all_symmetry_tangents(arch, W, P)
-    rank, pivots = staircase_rank_mod_p(T, _layer_boundaries(arch), P)
+    rank, pivots = staircase_rank_mod_p(T, _staircase_boundaries(arch), P)
     assert rank == rank_mod_p(T.numpy(), P) == len(pivots) == rank_mod_p(T[:, pivots].numpy(), P)
     J = full_jacobian_mod_p(arch, W, 12, P, gen)
     free = [c for c in range(arch.n_params) if c not in set(pivots)]
     assert rank_mod_p(J[:, free].numpy(), P) == rank_mod_p(J.numpy(), P) > 20
+
+
+@pytest.mark.parametrize("boundaries", [[0, 3, 5, 11, 13, 17], [0, 17], [0, 1, 2, 7, 17]])
+def test_staircase_rank_of_dependent_block_rows(boundaries):
+    """The staircase rank of block-sparse rows with dependent ones (mod 11) equals the plain rank,
+    and its pivot columns carry the whole rank, for any column blocks."""
+    from neuromanifold.dimension.modular import staircase_rank_mod_p
+    gen = torch.Generator().manual_seed(13)
+    base = random_residues((7, 17), 11, gen)
+    base[:, :5] *= (torch.arange(7) < 3).unsqueeze(1)       # only three rows reach the first blocks
+    mix = random_residues((19, 7), 11, gen)                 # 19 rows spanning at most 7
+    rows = torch.cat([base, matmul_mod(mix, base, 11), torch.zeros((2, 17), dtype=torch.int64)])
+    rank, pivots = staircase_rank_mod_p(rows, boundaries, 11)
+    assert rank == len(pivots) == rank_mod_p(rows.numpy(), 11) == rank_mod_p(rows[:, pivots].numpy(), 11) == 7
+
+
+@pytest.mark.parametrize("list_entries", [2 ** 22, 5])
+def test_flint_matrix_reduces_and_reads_strided_arrays(monkeypatch, list_entries):
+    """Negative entries, entries >= p and a non-contiguous view reach flint as their residues,
+    through one list (small matrices) and entry by entry (large ones, here from 5 entries)."""
+    from neuromanifold.dimension import fp
+    monkeypatch.setattr(fp, "_LIST_ENTRIES", list_entries)
+    monkeypatch.setattr(fp, "_ROWS_PER_LIST", 2)
+    m = np.arange(-9, 26, dtype=np.int64).reshape(5, 7)[::2, 1::2]    # 3 x 4, strided
+    assert fp.to_nmod_mat(m, 7).tolist() == [[int(x) % 7 for x in row] for row in m.tolist()]
+
+
+def test_a_tangent_outside_the_kernel_is_caught(monkeypatch):
+    """A wrong symmetry tangent (here e_0, which moves phi) stops the run instead of certifying."""
+    from neuromanifold.dimension import exact as exact_module
+    from neuromanifold.errors import ComputationError
+    real = exact_module.all_symmetry_tangents
+
+    def with_wrong_row(arch, weights, p):
+        rows, labels, skipped = real(arch, weights, p)
+        wrong = torch.zeros((1, rows.shape[1]), dtype=torch.int64)
+        wrong[0, 0] = 1
+        return torch.cat([rows, wrong]), labels + ["wrong"], skipped
+
+    monkeypatch.setattr(exact_module, "all_symmetry_tangents", with_wrong_row)
+    with pytest.raises(ComputationError, match="not in the kernel of the exact Jacobian"):
+        exact_dim(Architecture((5, 4, 3), (2, 3), 3), seed=2)
 
 
 def test_one_token_certified_through_symmetric_part():

@@ -74,11 +74,15 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
     check_weights_type("weights", weights, LayerWeights)
     offsets = {name: offset for name, _, offset in arch.param_layout()}
     ref = weights.V[0]
-    rows: list[torch.Tensor] = []
+    lightning = arch.attention == "lightning"
+    n_rows = (sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
+              + (arch.n_layers if lightning else 0))
+    # Filled in place: one (n_rows, n_params) allocation, no list of rows to stack.
+    out = torch.zeros((n_rows, arch.n_params), dtype=ref.dtype, device=ref.device)
     labels: list[str] = []
 
     def new_row() -> torch.Tensor:
-        return torch.zeros(arch.n_params, dtype=ref.dtype, device=ref.device)
+        return out[len(labels)]
 
     def block(row: torch.Tensor, name: str, shape: tuple[int, int]) -> torch.Tensor:
         start = offsets[name]
@@ -91,7 +95,6 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
                 row = new_row()
                 block(row, f"Q_{i}", shapes["Q"])[r] = Q[s]
                 block(row, f"K_{i}", shapes["K"])[s] -= K[r]
-                rows.append(row)
                 labels.append(f"GL(a_{i}) e_{r}{s}")
     for i in range(1, arch.n_layers):
         d = arch.widths[i]
@@ -104,15 +107,11 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
                 block(row, f"Q_{i + 1}", nxt["Q"])[:, s] = -Qn[:, r]
                 block(row, f"K_{i + 1}", nxt["K"])[:, s] = -Kn[:, r]
                 block(row, f"V_{i + 1}", nxt["V"])[:, s] = -Vn[:, r]
-                rows.append(row)
                 labels.append(f"GL(d_{i}) e_{r}{s}")
-    if arch.attention == "lightning":
+    if lightning:
         for i, shapes in enumerate(arch.layer_shapes(), start=1):
             row = new_row()
             block(row, f"Q_{i}", shapes["Q"])[:] = weights.Q[i - 1]
             block(row, f"V_{i}", shapes["V"])[:] = -weights.V[i - 1]
-            rows.append(row)
             labels.append(f"rescale layer {i}")
-    if not rows:
-        return torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device), labels
-    return torch.stack(rows), labels
+    return out, labels

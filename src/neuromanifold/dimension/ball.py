@@ -35,7 +35,7 @@ from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
-from .exact import _layer_boundaries
+from .exact import _staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian
 from .rank import numerical_rank
@@ -105,7 +105,7 @@ def upper_bound_at(arch: Architecture, weights: LayerWeights, p: int = DEFAULT_P
         weights = LayerWeights(*(tuple(to_residues(t, p) for t in group)
                                  for group in (weights.Q, weights.K, weights.V)))
     tangents, skipped = softmax_tangents_mod_p(arch, weights, p)
-    rank, _ = staircase_rank_mod_p(tangents, _layer_boundaries(arch), p)
+    rank, _ = staircase_rank_mod_p(tangents, _staircase_boundaries(arch), p)
     notes = [f"hidden kernel block skipped (soundness check failed): {s}" for s in skipped]
     return arch.n_params - rank, notes
 

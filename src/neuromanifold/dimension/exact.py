@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -27,8 +28,9 @@ from ..core.seeds import seeded_generator
 
 # Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
 _CHUNK_BYTES = 256 * 2 ** 20
-# Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their copies).
-DEFAULT_MAX_BYTES = 4 * 2 ** 30
+# Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their two flint
+# copies): 72^4 / 24^3, t = 16 needs 4.5 GiB for its first pass.
+DEFAULT_MAX_BYTES = 8 * 2 ** 30
 
 
 # NOTE: [Schwartz-Zippel degree bound]
@@ -50,9 +52,15 @@ DEFAULT_MAX_BYTES = 4 * 2 ** 30
 # |free| = n_params - rank T = the upper bound. The exact rank of S J is therefore taken on those
 # columns only: an (upper bound)-wide matrix instead of an n_params-wide one.
 
-def _layer_boundaries(arch: Architecture) -> list[int]:
-    """Column offsets where each layer's (Q_i, K_i, V_i) block starts, and n_params."""
-    return [offset for name, _, offset in arch.param_layout() if name.startswith("Q_")] + [arch.n_params]
+def _staircase_boundaries(arch: Architecture) -> list[int]:
+    """Column offsets where each row of each weight matrix starts, and n_params.
+
+    Blocks this narrow keep every elimination step of `staircase_rank_mod_p` small: a symmetry
+    tangent touches few rows of a weight matrix (measured on 72^4 / 24^3: 95 s with one block
+    per layer, 0.8 s with these, at a light load).
+    """
+    return [offset + k * shape[1] for _, shape, offset in arch.param_layout()
+            for k in range(shape[0])] + [arch.n_params]
 
 
 def degree_bound(arch: Architecture) -> int:
@@ -82,17 +90,28 @@ def rows_per_sample(arch: Architecture) -> int:
 
 
 def _sample_rows(arch: Architecture, weights, n_new: int, n_rows: int, p: int,
-                 gen: torch.Generator) -> torch.Tensor:
-    """Rows of S J for `n_new` fresh random samples, `n_rows` random cotangents each."""
+                 gen: torch.Generator, columns: torch.Tensor | None = None,
+                 check: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+    """Rows of S J for `n_new` fresh random samples, `n_rows` random cotangents each.
+
+    Built chunk by chunk on all n_params columns; only `columns` (all if None) of each chunk are
+    kept, written into one preallocated (n_new * n_rows, len(columns)) array. `check` sees the
+    first chunk's full rows.
+    """
     per_sample = n_rows * (arch.n_params + 6 * max(arch.widths) * arch.tokens * arch.n_layers) * 8
     chunk = max(1, _CHUNK_BYTES // per_sample)
-    blocks = []
+    width = arch.n_params if columns is None else len(columns)
+    out = torch.empty((n_new * n_rows, width), dtype=torch.int64)
     for start in range(0, n_new, chunk):
         n = min(chunk, n_new - start)
         X = random_residues((n, arch.widths[0], arch.tokens), p, gen)
         G = random_residues((n, n_rows, arch.widths[-1], arch.tokens), p, gen)
-        blocks.append(jacobian_rows_mod_p(weights, X, G, p))
-    return torch.cat(blocks)
+        rows = jacobian_rows_mod_p(weights, X, G, p)
+        if check is not None:
+            check(rows)
+            check = None
+        out[start * n_rows: (start + n) * n_rows] = rows if columns is None else rows[:, columns]
+    return out
 
 
 def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None = None, seed: int = 0,
@@ -141,7 +160,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         tangents, _, skipped = all_symmetry_tangents(arch, weights, p)
         t1 = time.perf_counter()
         say(f"{tangents.shape[0]} symmetry tangents built mod p ({t1 - t0:.1f} s); exact rank ...")
-        tangent_rank, pivots = staircase_rank_mod_p(tangents, _layer_boundaries(arch), p)
+        tangent_rank, pivots = staircase_rank_mod_p(tangents, _staircase_boundaries(arch), p)
         t_jac += t1 - t0
         t_rank += time.perf_counter() - t1
         upper = arch.n_params - tangent_rank
@@ -163,31 +182,32 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     else:
         n_first = max(1, math.ceil((guess + max(8, 0.05 * guess)) / n_rows))
     width = arch.n_params if free_columns is None else len(free_columns)
-    bytes_per_sample = 3 * 8 * n_rows * width   # int64 rows, their numpy view and the flint copy
+    bytes_per_sample = 3 * 8 * n_rows * width   # int64 rows, the flint matrix, the copy its rank works on
     n_first = min(n_first, max(1, max_bytes // bytes_per_sample))
     blocks: list[torch.Tensor] = []
     clock = {"jacobian": t_jac, "rank": t_rank}
 
-    def add(n_done: int, n_target: int) -> None:
+    def check_kernel(rows: torch.Tensor) -> None:
+        # Every tangent must lie in ker J: check it on the first rows before relying on it.
         nonlocal tangents
+        if bool(matmul_mod(tangents, rows[:64].T.contiguous(), p).any()):
+            raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
+                                   "the upper bound would be unsound (a bug; please report it).")
+        tangents = None   # 2.5 GB at 72^4 / 24^3: freed before the other rows are built
+
+    def add(n_done: int, n_target: int) -> None:
         t0 = time.perf_counter()
-        new_rows = _sample_rows(arch, weights, n_target - n_done, n_rows, p, gen)
-        if free_columns is not None and not blocks:
-            # Every tangent must lie in ker J: check it on the first rows before relying on it.
-            probe = new_rows[:64]
-            if bool(matmul_mod(probe, tangents.T.contiguous(), p).any()):
-                raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
-                                       "the upper bound would be unsound (a bug; please report it).")
-            tangents = None
-        blocks.append(new_rows if free_columns is None else new_rows[:, free_columns])
+        blocks.append(_sample_rows(arch, weights, n_target - n_done, n_rows, p, gen, free_columns,
+                                   check_kernel if free_columns is not None and not blocks else None))
         clock["jacobian"] += time.perf_counter() - t0
         say(f"N = {n_target}: {sum(b.shape[0] for b in blocks)} x {width} rows of S J mod p "
-            f"({time.perf_counter() - t0:.1f} s); exact rank ...")
+            f"({time.perf_counter() - t0:.1f} s)")
 
     def measure() -> int:
         t1 = time.perf_counter()
-        matrix = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
-        rank = rank_mod_p(matrix.numpy(), p)
+        if len(blocks) > 1:
+            blocks[:] = [torch.cat(blocks)]   # one copy of the rows, not the blocks and their union
+        rank = rank_mod_p(blocks[0].numpy(), p, say)
         clock["rank"] += time.perf_counter() - t1
         say(f"exact rank over F_p {rank} ({time.perf_counter() - t1:.1f} s)")
         return rank

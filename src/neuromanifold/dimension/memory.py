@@ -3,7 +3,7 @@
 Every path that allocates in proportion to the network is modelled here: the numerical rank
 (Jacobian row blocks, the rows kept for the factorisation, the dense symmetry tangents where no
 gauge applies, the SVD's copies) and the exact rank (tangents mod p, the rows of S J, the
-conversion into a flint matrix). `check_memory` refuses with `ResourceError` (exit 2) when the
+flint matrix and its copy). `check_memory` refuses with `ResourceError` (exit 2) when the
 estimate exceeds the budget, naming the estimate and what to change. It is arithmetic on the
 architecture and answers in milliseconds, before any large allocation. benchmarks/bench_memory.py
 compares the estimates with measured peaks. See docs/scale.md.
@@ -25,10 +25,6 @@ MIB = 2 ** 20
 DEFAULT_FRACTION = 0.8
 # Resident size of a process that has imported torch and the package (measured: 0.22-0.3 GiB).
 _BASE_BYTES = 300 * MIB
-# Bytes per entry when residues below 2^31 go through .tolist(): a 28- or 32-byte int object, an
-# 8-byte list pointer and the allocator's slack (fitted: the 48^4 / 16^3, t = 16 certified run
-# peaked at 3.89 GiB, which 40 bytes put at 3.54 GiB).
-_PYINT_BYTES = 48
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 # The block sizes of the computing modules, restated so that an estimate (and a refusal) needs
 # no torch import; tests/test_scale.py checks that they agree with the modules' own.
@@ -333,8 +329,8 @@ def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> Memo
 
 
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
-    """Peak of `exact_dim`: tangents mod p, the rows of S J (built on all columns, then cut to
-    the free ones) and their conversion into a flint matrix (through Python ints)."""
+    """Peak of `exact_dim`: tangents mod p, the rows of S J (built chunk by chunk on all columns,
+    kept on the free ones) and the flint matrix with the copy its rank works on."""
     samples = _valid_samples(samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
@@ -342,18 +338,24 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     cols = upper if certify else P
     N = samples if samples is not None else max(1, math.ceil((cols + max(8, 0.05 * cols)) / n_rows))
     rows = N * n_rows
+    kept = rows * cols * 8
     parts = {"torch": _BASE_BYTES}
+    # One chunk of full-width rows with its reverse-mode intermediates (exact._sample_rows sizes
+    # chunks to EXACT_CHUNK_BYTES), their concatenation and the kept columns.
+    per_sample = n_rows * (P + 6 * max(arch.widths) * arch.tokens * arch.n_layers) * 8
+    chunk = 3 * min(EXACT_CHUNK_BYTES, N * per_sample)
     if certify:
-        # Dense int64 tangents (hidden ones included: about one layer's worth more) and the
-        # staircase's working copy of one layer block.
+        # Dense int64 tangents, reduced in place; a second copy while the hidden and read-out
+        # ones are appended (the staircase reads the rows without copying them).
         parts["symmetry tangents"] = 2 * n_tangents * P * 8
-    parts["rows of S J"] = 2 * rows * P * 8 + EXACT_CHUNK_BYTES
-    # Row blocks + their concatenation + the reduced numpy copy + Python ints + fmpz entries.
-    parts["flint conversion"] = rows * cols * (8 + 8 + 8 + _PYINT_BYTES + 8)
-    # The last full-width block of rows stays referenced while the rank is taken.
-    peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
-                                parts["rows of S J"] + rows * cols * 8,
-                                parts["flint conversion"] + rows * P * 8)
+    # The tangents stay until the first chunk of rows has been checked against them.
+    parts["rows of S J"] = kept + chunk + n_tangents * P * 8 * certify
+    # The kept int64 rows, the flint matrix (filled entry by entry, 8 bytes an entry), the copy
+    # that flint's rank eliminates in, and that elimination's block products: half a copy more
+    # (measured: 72^4 / 24^3, t = 16 peaked at 5.66 GiB, 0.3 GiB + 3.54 times the kept rows).
+    parts["flint matrix"] = int(3.5 * kept)
+    peak = parts["torch"] + max(parts.get("symmetry tangents", 0), parts["rows of S J"],
+                                parts["flint matrix"])
     advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {cols} matrix over F_p here) or "
               f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
