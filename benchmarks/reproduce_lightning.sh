@@ -52,13 +52,15 @@ step general_l5_sample general --layers 5 --max-width 8 --sample 200 --seed 5
 # The counterexamples named in the docs: certified dimension beside Eq. 14 and `general`.
 for case in "6,6,6,6 1,4,4" "6,6,6 1,2" "6,5,2 2,1" "7,6,2 2,1" "8,6,2 2,1" "6,5,1 2,1" "9,7,1 2,2"; do
   set -- $case
-  "${nm[@]}" dim --widths "$1" --keys "$2" --tokens 3 --json > "$out/dim_${1//,/-}_${2//,/-}.json"
-  "$py" -c 'import json, sys
+  json=$out/dim_${1//,/-}_${2//,/-}.json
+  "${nm[@]}" dim --widths "$1" --keys "$2" --tokens 3 --json > "$json" 2>> "$out/dim.log"
+  "$py" - "$json" >> "$summary" <<'PY'
+import json, sys
 r = json.load(open(sys.argv[1]))
-a = r["architecture"]
-print(f"widths {a[\"widths\"]} keys {a[\"keys\"]} t = 3: {r[\"dimension\"]} ({r[\"status\"]}); "
-      f"Eq. 14 {r[\"formula\"][\"value\"]} (hypotheses hold: {r[\"formula\"][\"hypotheses_hold\"]}), "
-      f"general {r[\"general\"][\"value\"]}")' "$out/dim_${1//,/-}_${2//,/-}.json" >> "$summary"
+a, f, g = r["architecture"], r["formula"], r["general"]
+print("widths", a["widths"], "keys", a["keys"], "t = 3:", r["dimension"], "(" + r["status"] + ");",
+      "Eq. 14", f["value"], "(hypotheses hold: " + str(f["hypotheses_hold"]) + "),", "general", g["value"])
+PY
 done
 
 step eq14_map_sweep "${nm[@]}" sweep eq14_map --db "$out/eq14_map.sqlite" --jobs "$jobs" --seed 0
