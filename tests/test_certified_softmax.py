@@ -174,3 +174,16 @@ def test_cli_dim_and_figure3_certified(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and out.count("certified") >= 3
     assert (tmp_path / "figure3_softmax.csv").exists()
+
+
+def test_an_upper_bound_below_the_float_rank_is_a_bug_not_a_certificate(monkeypatch):
+    """If the symmetry bound undercounts (a wrong family), certify_rank raises instead of certifying."""
+    from neuromanifold.dimension import ball
+    from neuromanifold.errors import ComputationError
+
+    real = ball.staircase_rank_mod_p
+    monkeypatch.setattr(ball, "staircase_rank_mod_p",
+                        lambda *a, **k: (lambda r: (r[0] + 2, r[1]))(real(*a, **k)))
+    arch = Architecture((3, 4, 2), (2, 3), 3, "softmax")
+    with pytest.raises(ComputationError, match="exceeds the symmetry upper bound"):
+        neuromanifold_dim(arch, method="certified", seed=0)

@@ -38,7 +38,8 @@ from ..core.symmetries import symmetry_tangents
 from .exact import _staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian
-from .rank import numerical_rank
+from ..errors import ComputationError
+from .rank import MIN_GAP_DECADES, numerical_rank
 from .modular import (check_word_prime, hidden_symmetry_tangents, random_weights_mod_p,
                       staircase_rank_mod_p)
 from .result import DimensionResult, Progress
@@ -394,6 +395,15 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
             if ball.proved:
                 break
     lower = ball.proved
+    if lower == upper:
+        # Defence in depth: a float rank clearly above the proven upper bound means a kernel
+        # direction of the bound is not one (a bug), and certifying would understate dim.
+        sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
+        check = numerical_rank(sv, *J.shape)
+        if check.rank > upper and not check.is_ambiguous(MIN_GAP_DECADES):
+            raise ComputationError(f"the float64 rank {check.rank} (gap {check.gap:.1f} decades) "
+                                   f"exceeds the symmetry upper bound {upper}: a direction counted "
+                                   "in the bound is not a symmetry (a bug; please report it)")
     certified = lower == upper
     notes = notes + ball.notes
     if certified:

@@ -295,8 +295,11 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         return nr
 
     def clear(nr) -> bool:
+        # The elimination keeps d_{l-1} rows of M's factor per group: exact when M has full
+        # column rank (generic once N t >= d_{l-1}); otherwise the split undercounts: not clear.
         return not nr.is_ambiguous(min_gap) and (
-            state["input"] is None or state["input"].is_settled(min_gap))
+            state["input"] is None or (state["input"].is_settled(min_gap)
+                                       and state["input"].rank == arch.widths[-2]))
 
     # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
     grown = grow_samples(
