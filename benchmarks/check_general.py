@@ -22,15 +22,40 @@ import sys
 import time
 
 
+# Grids larger than this are sampled by index instead of listed and shuffled.
+_LIST_LIMIT = 30_000_000
+
+
+def _decode(index: int, l: int, max_width: int, max_key: int, tokens: list[int]):
+    """The architecture at `index` of the grid in `itertools.product` order (widths, keys, t)."""
+    index, t = divmod(index, len(tokens))
+    keys = []
+    for _ in range(l):
+        index, k = divmod(index, max_key)
+        keys.append(k + 1)
+    widths = []
+    for _ in range(l + 1):
+        index, w = divmod(index, max_width)
+        widths.append(w + 1)
+    return tuple(reversed(widths)), tuple(reversed(keys)), tokens[t]
+
+
 def architectures(args: argparse.Namespace) -> list[tuple[tuple[int, ...], tuple[int, ...], int]]:
     """The grid (or its seeded sample, or this shard of it), in a fixed order."""
     l = args.layers
-    archs = [(w, a, t) for w in itertools.product(range(1, args.max_width + 1), repeat=l + 1)
-             for a in itertools.product(range(1, args.max_key + 1), repeat=l)
-             for t in map(int, args.tokens.split(","))]
-    if args.sample:
-        random.Random(args.seed).shuffle(archs)
-        archs = archs[:args.sample]
+    tokens = [int(t) for t in args.tokens.split(",")]
+    size = args.max_width ** (l + 1) * args.max_key ** l * len(tokens)
+    if args.sample and size > _LIST_LIMIT:
+        # Too large to list (l = 5, widths 1..8: 805 million): draw distinct indices and decode.
+        picks = random.Random(args.seed).sample(range(size), min(args.sample, size))
+        archs = [_decode(i, l, args.max_width, args.max_key, tokens) for i in picks]
+    else:
+        archs = [(w, a, t) for w in itertools.product(range(1, args.max_width + 1), repeat=l + 1)
+                 for a in itertools.product(range(1, args.max_key + 1), repeat=l)
+                 for t in tokens]
+        if args.sample:
+            random.Random(args.seed).shuffle(archs)
+            archs = archs[:args.sample]
     k, m = map(int, args.shard.split("/"))
     return archs[k::m]
 
