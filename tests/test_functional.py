@@ -116,6 +116,100 @@ def test_module_left_unchanged():
     assert m.training and m.q.weight.dtype == torch.float32
 
 
+def _mlp(activation, seed=2):
+    """Linear(3, 5) - activation - Linear(5, 4), weights from torch.manual_seed(seed): 44 params."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(3, 5), activation, torch.nn.Linear(5, 4))
+
+
+def _inputs3(n, g):
+    return torch.randn(n, 3, generator=g, dtype=torch.float64)
+
+
+def test_relu_rank_below_the_bound_is_a_lower_bound():
+    """A relu MLP reads 44 - 5 = 39 (one positive scaling per hidden neuron): lower-bound, not settled."""
+    r = functional_dim(_mlp(torch.nn.ReLU()), _inputs3)
+    assert (r.n_params, r.dimension, r.status) == (44, 39, "lower-bound")
+    assert (r.lower_bound, r.upper_bound) == (39, 44) and not r.is_settled
+    assert r.architecture["piecewise"] is True
+    assert any("piecewise-analytic parts (ReLU)" in n and "lower bound" in n for n in r.notes)
+    assert "39 <= dim <= 44" in r.describe_dimension()
+
+
+def test_tanh_and_asserted_analytic_stay_settled():
+    """Tanh (analytic) reads the full 44, settled; piecewise=False makes the relu reading settled."""
+    t = functional_dim(_mlp(torch.nn.Tanh()), _inputs3)
+    assert (t.dimension, t.status, t.lower_bound, t.architecture["piecewise"]) == (44, "settled", None, False)
+    r = functional_dim(_mlp(torch.nn.ReLU()), _inputs3, piecewise=False)
+    assert (r.dimension, r.status, r.lower_bound) == (39, "settled", None)
+    assert any("piecewise=False" in n and "ReLU" in n for n in r.notes)
+
+
+def test_tanh_below_the_bound_stays_settled_unless_asserted_piecewise():
+    """Tanh then two linear maps (GL(2) between them, 4 dims): 38 - 4 = 34 settled; with
+    piecewise=True (nothing to detect) the same reading is a lower bound."""
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2, bias=False),
+                              torch.nn.Linear(2, 4, bias=False))
+    t = functional_dim(net, _inputs3)
+    assert (t.n_params, t.dimension, t.status) == (20 + 10 + 8, 38 - 4, "settled")
+    p = functional_dim(net, _inputs3, piecewise=True)
+    assert (p.dimension, p.status, p.lower_bound, p.upper_bound) == (34, "lower-bound", 34, 38)
+    assert any("piecewise=True given, none found" in n for n in p.notes)
+
+
+def test_relu_rank_at_the_bound_stays_settled():
+    """Varying only the last Linear (output linear in it): rank 4 * (5 + 1) = 24 = its parameter
+    count, the dimension in every region, settled with a relu present."""
+    r = functional_dim(_mlp(torch.nn.ReLU()), _inputs3, params=["2.weight", "2.bias"])
+    assert (r.n_params, r.dimension, r.status, r.lower_bound) == (24, 24, "settled", None)
+    assert r.architecture["piecewise"] is True
+    assert any("meets the upper bound 24" in n for n in r.notes)
+
+
+def test_relu_scaling_tangents_meet_the_rank():
+    """Given the 5 neuron-scaling tangents (w_i, b_i, -W2[:, i]), the bound is 39 = the rank: settled."""
+    def scalings(named):
+        W1, b1, W2 = named["0.weight"], named["0.bias"], named["2.weight"]
+        rows = []
+        for i in range(5):
+            dW1, db1, dW2 = torch.zeros_like(W1), torch.zeros_like(b1), torch.zeros_like(W2)
+            dW1[i], db1[i], dW2[:, i] = W1[i], b1[i], -W2[:, i]
+            rows.append(torch.cat([dW1.reshape(-1), db1, dW2.reshape(-1), torch.zeros(4, dtype=W1.dtype)]))
+        return torch.stack(rows)
+
+    r = functional_dim(_mlp(torch.nn.ReLU()), _inputs3, symmetry_tangents=scalings)
+    assert (r.n_params, r.upper_bound, r.dimension, r.status) == (44, 39, 39, "settled")
+    assert any("meets the upper bound 39" in n for n in r.notes)
+
+
+def test_piecewise_parts_found_and_missed():
+    """Module classes and function attributes are found; functions called inside forward are not."""
+    from neuromanifold.models.functional import piecewise_parts
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return torch.nn.functional.relu(self.lin(x))
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.MaxPool1d(2), torch.nn.ELU(), torch.nn.ReLU6(), torch.nn.Tanhshrink(),
+                              torch.nn.GELU(), torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=7))
+    assert piecewise_parts(net) == ["ELU", "MaxPool1d", "ReLU6", "TransformerEncoderLayer.activation (relu)"]
+    assert piecewise_parts(torch.nn.TransformerEncoderLayer(4, 2, activation="gelu")) == []
+    assert piecewise_parts(Hidden()) == []
+
+
+def test_piecewise_must_be_a_bool_or_none():
+    """piecewise='yes' is a wrong type: one template line naming the fix."""
+    with pytest.raises(nm.errors.InputTypeError, match=r"^`piecewise` must be True, False or None; "
+                       r"got 'yes'\. Pass None to detect"):
+        functional_dim(torch.nn.Linear(3, 2), _inputs3, piecewise="yes")
+
+
 @pytest.mark.parametrize("call", [
     lambda: functional_dim(torch.nn.ReLU(), torch.zeros(3, 2)),
     lambda: functional_dim(torch.nn.Linear(3, 2), torch.zeros(5, 4)),

@@ -78,6 +78,14 @@ def check_seed(seed: object) -> int:
     return value
 
 
+def check_bool(name: str, value: object, *, allow_none: bool = False, fix: str = "") -> bool | None:
+    """Return `value` if it is True or False (or None when `allow_none`), else the template error."""
+    if isinstance(value, bool) or (allow_none and value is None):
+        return value
+    requirement = "True, False or None" if allow_none else "True or False"
+    raise bad_type(name, requirement, value, fix or f"Pass {name}=True or {name}=False.")
+
+
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """Return `value` if it is one of `choices`."""
     if value not in choices:

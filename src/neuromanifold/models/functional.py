@@ -14,6 +14,10 @@ Jacobian modes, tried in order until one works (the result records which one was
                           nn.MultiheadAttention fast path disabled);
   reverse, math attention torch.func.vjp under vmap, one row per output coordinate;
   reverse, looped         torch.autograd.grad one output coordinate at a time (no vmap).
+
+Piecewise modules (relu and its kin, max pooling; `piecewise_parts`) make the map analytic only
+inside each activation region, so a rank below the upper bound is reported as a lower bound
+(status `lower-bound`), as `dim` does for relu blocks; see NOTE: [piecewise ranks are lower bounds].
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..core.checks import bad_type, bad_value, check_int, check_seed
+from ..core.checks import bad_type, bad_value, check_bool, check_int, check_seed
 from ..core.formulas import FormulaValue
 from ..core.seeds import seeded_generator
 from ..dimension.jacobians import KernelSplit
@@ -44,6 +48,57 @@ MODES = ("forward", "forward, math attention", "reverse, math attention", "rever
 _TRANSFORM_ERRORS = (RuntimeError, NotImplementedError)
 # What a module's own forward raises on inputs of the wrong shape or kind.
 _FORWARD_ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
+
+
+# Module classes whose map is only piecewise analytic (piecewise linear or polynomial, or analytic
+# pieces glued at a kink): relu and its relatives, hard clamps and shrinks, the exponential
+# linear units and max pooling. Tanhshrink, GELU, SiLU, Mish, Softplus are analytic.
+_PIECEWISE_TORCH = tuple(getattr(torch.nn, name) for name in (
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "RReLU", "Hardtanh", "Hardswish", "Hardsigmoid",
+    "Hardshrink", "Softshrink", "Threshold", "ELU", "CELU", "SELU", "Softsign",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d", "FractionalMaxPool2d", "FractionalMaxPool3d") if hasattr(torch.nn, name))
+# transformers.activations classes that are piecewise (relu squared, clipped GELU, xIELU's
+# x > 0 switch), matched by name and module so that transformers is never imported here.
+_PIECEWISE_TRANSFORMERS = ("ReLUSquaredActivation", "ClippedGELUActivation", "XIELUActivation")
+# Piecewise functions a module may hold as an attribute (nn.TransformerEncoderLayer and
+# nn.TransformerDecoderLayer keep `activation = F.relu` by default).
+_F = torch.nn.functional
+_PIECEWISE_FUNCTIONS = {f: f.__name__ for f in (
+    _F.relu, torch.relu, _F.relu6, _F.leaky_relu, _F.hardtanh, _F.hardswish, _F.hardsigmoid,
+    _F.hardshrink, _F.softshrink, _F.threshold, _F.elu, _F.celu, _F.selu, _F.softsign)}
+
+
+def piecewise_parts(module: torch.nn.Module) -> list[str]:
+    """Names of the piecewise-analytic parts found in `module.modules()` (sorted, no repeats).
+
+    Found: instances of the torch.nn activation and max-pooling classes listed in
+    `_PIECEWISE_TORCH`, transformers' ReLUSquaredActivation, ClippedGELUActivation and
+    XIELUActivation, and submodules holding a piecewise function as an attribute (such as
+    nn.TransformerEncoderLayer's default `activation = F.relu`). Not found: functions called
+    inside `forward` (torch.nn.functional.relu, torch.relu, clamp, max, abs); pass
+    `piecewise=True` to `functional_dim` for those.
+
+    Example:
+        >>> net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU(), torch.nn.Linear(5, 4))
+        >>> piecewise_parts(net), piecewise_parts(torch.nn.Tanh())
+        (['ReLU'], [])
+    """
+    found = set()
+    for m in module.modules():
+        kind = type(m)
+        if isinstance(m, _PIECEWISE_TORCH) or (kind.__name__ in _PIECEWISE_TRANSFORMERS and
+                                               kind.__module__.startswith("transformers")):
+            found.add(kind.__name__)
+        for attr, value in vars(m).items():
+            if callable(value) and not isinstance(value, torch.nn.Module):
+                try:
+                    name = _PIECEWISE_FUNCTIONS.get(value)
+                except TypeError:  # unhashable callables
+                    name = None
+                if name is not None:
+                    found.add(f"{kind.__name__}.{attr} ({name})")
+    return sorted(found)
 
 
 def _none(n_params: int) -> FormulaValue:
@@ -165,6 +220,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
                    seed: int = 0, device: str = "cpu",
                    symmetry_tangents: Callable | None = None,
                    min_gap: float = MIN_GAP_DECADES, max_samples: int | None = None,
+                   piecewise: bool | None = None,
                    progress: Progress | None = None) -> DimensionResult:
     """Functional dimension of `module`: the float64 rank of d(outputs)/d(parameters).
 
@@ -184,9 +240,19 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
             the rank is then read on their complement and n_params - k is the upper bound.
         min_gap: decades of singular-value gap needed to settle the rank.
         max_samples: cap on N when it grows (default 8 times the first N, at least 64).
+        piecewise: whether the map is only piecewise analytic. None (default) looks for
+            piecewise parts in `module.modules()` (`piecewise_parts`: nn.ReLU and its kin,
+            max pooling, ...); True treats the module as piecewise even if none is found (say,
+            torch.nn.functional.relu, clamp or max called inside forward, which cannot be seen
+            from outside); False is the caller's assertion that the map is analytic.
 
     Returns a `DimensionResult` (method `numerical`); its notes say which output was counted
-    and which Jacobian mode worked.
+    and which Jacobian mode worked. Status `settled` when the gap is clear and the rank
+    saturated in N; for a piecewise module a clear rank below the upper bound is status
+    `lower-bound` instead (lower_bound = the rank, upper_bound = n_params, or n_params minus the
+    symmetry tangents' rank): the rank is constant only within one activation region, so at
+    one point it only bounds the dimension from below (NOTE: [piecewise ranks are lower
+    bounds]). A piecewise rank that meets the upper bound stays `settled`.
 
     Example:
         >>> import torch
@@ -201,8 +267,11 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
         raise bad_type("module", "a torch.nn.Module", type(module).__name__,
                        "Pass the model object itself (e.g. an nn.Module built from its config).")
     seed = check_seed(seed)
+    piecewise = check_bool("piecewise", piecewise, allow_none=True,
+                           fix="Pass None to detect piecewise activations, True or False to assert it.")
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
+    parts = piecewise_parts(module)
     t_start = time.perf_counter()
     _select(module, params)  # bad names fail before the copy
     model = copy.deepcopy(module).to(dev, torch.float64).eval()
@@ -334,14 +403,41 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
     else:
         notes.append(f"saturated in N: {saturated_by}")
     status = "ambiguous" if ambiguous else "settled"
+    is_piecewise = bool(parts) if piecewise is None else piecewise
+    what = ", ".join(parts) if piecewise is None else \
+        "piecewise=True given" + (f"; found {', '.join(parts)}" if parts else ", none found")
+    if is_piecewise and not ambiguous and nr.rank < upper:
+        # NOTE: [piecewise ranks are lower bounds]
+        # With relu-like parts the map theta -> (module_theta(x_1), ..., module_theta(x_N)) is
+        # analytic only on each activation region (an open set of parameters on which every
+        # unit stays on one piece at every input); the Jacobian rank is constant off a null set
+        # inside one region but can differ between regions of positive measure (a unit dead on
+        # every input stays dead under small changes), and the dimension of the image is the
+        # largest of them. Inputs that rarely enter a unit's region can also keep a
+        # stable rank in N below the rank of the whole input space (measured in docs/models.md).
+        # So a clear rank below the upper bound at one point is only a lower bound; one that
+        # meets the upper bound is the dimension. Same rule as relu blocks in `dim`.
+        status = "lower-bound"
+        notes.append(f"piecewise-analytic parts ({what}): the map is analytic only inside each "
+                     f"activation region, and regions can differ in rank, so the rank {nr.rank} "
+                     f"at this point is a lower bound on the dimension, which is at most {upper}; "
+                     "try other parameter points or more samples, or pass piecewise=False if "
+                     "the map is analytic")
+    elif is_piecewise and not ambiguous:
+        notes.append(f"piecewise-analytic parts ({what}): the rank meets the upper bound {upper}, "
+                     "so no activation region has a higher one")
+    elif piecewise is False and parts:
+        notes.append(f"piecewise=False: the caller asserts the map is analytic ({', '.join(parts)} "
+                     "found)")
     if ambiguous:
         warnings.warn(f"{type(module).__name__}: numerical rank {nr.rank} is ambiguous: "
                       + "; ".join(notes), AmbiguousRankWarning, stacklevel=2)
     return DimensionResult(
         architecture={"module": type(module).__name__, "params": len(chosen),
-                      "jacobian_mode": mode_used},
+                      "jacobian_mode": mode_used, "piecewise": is_piecewise},
         n_params=n_params, dimension=nr.rank, method="numerical", status=status,
         formula=_none(n_params), conjecture=_none(n_params), upper_bound=upper, gap=nr.gap,
+        lower_bound=nr.rank if status == "lower-bound" else None,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"jacobian": t_jac, "rank": t_rank,
                                           "total": time.perf_counter() - t_start},
