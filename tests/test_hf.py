@@ -59,6 +59,23 @@ def test_an_ambiguous_measurement_verifies_nothing():
         assert v["finding"]
 
 
+def test_relu_measurement_is_a_lower_bound(tmp_path, capsys):
+    """A relu GPT-2 (1 layer, 2 heads, MLP width 6) reads 116 = counted 122 - 6 neuron scalings the
+    rules (written for GELU) miss, but a relu rank below 206 parameters is only a lower bound:
+    unverified, and `dim --hf-config` prints both bounds and exits 1."""
+    cfg = {**hf.shipped_config("gpt2"), "activation_function": "relu"}
+    v = hf.validate(hf.read_config(cfg), seed=1, layers=1, heads=2, intermediate=6)
+    assert (v["n_params"], v["counted"], v["measured"]) == (206, 122, 116)
+    assert v["measured_status"] == "lower-bound" and not v["verified"]
+    assert v["result"]["lower_bound"] == 116 and v["result"]["upper_bound"] == 206
+    assert "116 <= dim <= 206" in v["finding"] and "neither verified nor refuted" in v["finding"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["dim", "--hf-config", str(path), "--shrink", "layers=1,heads=2,intermediate=6",
+                 "--tokens", "4", "--seed", "1"]) == 1
+    assert "116  [numerical, lower-bound: 116 <= dim <= 206, singular-value gap" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("change", [
     {"n_head": 5},                       # 768 not divisible by 5
     {"model_type": "t5"},                # unknown family

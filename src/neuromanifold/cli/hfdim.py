@@ -48,7 +48,9 @@ def hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json) -> No
                  ("counted output", check["counted_output"]),
                  ("parameters", str(check["n_params"])),
                  ("dimension", f"{check['measured']}  [numerical, {check['measured_status']}: "
-                               f"singular-value gap {result['gap']:.1f} decades, N = "
+                               + (f"{result['lower_bound']} <= dim <= {result['upper_bound']}, "
+                                  if result["lower_bound"] is not None else "")
+                               + f"singular-value gap {result['gap']:.1f} decades, N = "
                                f"{result['n_samples']}, Jacobian mode {check['jacobian_mode']}]"),
                  ("symmetry count", f"{check['counted']} (" + ("agrees" if check["verified"] else
                                                               f"UNVERIFIED: {check['finding']}") + ")"),

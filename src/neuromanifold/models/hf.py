@@ -432,6 +432,14 @@ def validate(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None, *
     finding = None
     if n_model != counted["n_params"]:
         finding = f"parameter count differs: model has {n_model}, the rules count {counted['n_params']}"
+    elif result.status == "lower-bound" and result.dimension > counted["count"]:
+        finding = (f"measured at least {result.dimension} vs counted {counted['count']}: "
+                   f"{result.dimension - counted['count']} counted symmetry directions are not in "
+                   "the kernel")
+    elif result.status == "lower-bound":
+        finding = (f"the measured rank is only a lower bound (piecewise activations: "
+                   f"{result.dimension} <= dim <= {result.upper_bound}); the count "
+                   f"{counted['count']} is neither verified nor refuted")
     elif not result.is_settled:
         finding = f"the measured rank is {result.status}; nothing is verified"
     elif result.dimension != counted["count"]:
