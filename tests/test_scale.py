@@ -139,6 +139,7 @@ def test_memory_restates_the_block_sizes_of_the_computing_modules():
 
     assert memory.NUMERICAL_ROW_BLOCK_BYTES == numerical._ROW_BLOCK_BYTES
     assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
+    assert memory.NUMERICAL_FOLD_ROWS_BYTES == numerical._FOLD_ROWS_BYTES
     assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
     assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
     from neuromanifold.dimension import ball

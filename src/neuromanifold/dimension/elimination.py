@@ -17,9 +17,11 @@ rank M = d_{l-1}, read with the same gap rule on M's triangular factor. The tran
 orthogonal and the split exact, so (like a QR) it is backward stable: Y is the exact reduction
 of a Jacobian perturbed at round-off.
 
-Samples are folded in as they come: the group rows B^T J_r (d_{l-1} rows per group) and M's
-triangular factor R_M are kept, and a new block of samples is stacked under them and reduced by
-one small QR of [R_M; M_new], whose orthogonal factor is applied to every group at once. The
+Samples are folded in as they come: the group rows B^T J_r (d_{l-1} rows per group, one buffer
+updated in place) and M's triangular factor R_M are kept, and a new block of samples is reduced
+by the QR of [R_M; M_new], whose orthogonal factor is applied to every group at once
+(`fold.fold_rows_`: the reflectors exploit R_M's triangle, so a block of n t rows costs about
+4 n t d_{l-1} operations per group column, and nothing the size of the group rows is copied). The
 rows it adds to Y never change again, so growing N only appends rows (no recomputation).
 Rows are equilibrated by one factor per (n, s), shared by all r, which keeps the Kronecker
 block intact.
@@ -41,12 +43,15 @@ import torch
 from ..core.architecture import Architecture
 from ..core.maps import _mix, _scores
 from ..core.parameters import unflatten
+from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import _finite
 from .rank import NumericalRank, numerical_rank
 
 # Rows kept per sample after the sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2
+# Bytes of group rows rotated at once by the first reduction.
+_CHUNK_BYTES = 64 * 2 ** 20
 
 
 def eliminated_columns(arch: Architecture) -> int:
@@ -77,8 +82,9 @@ class LastValueElimination:
         self.offset = eliminated_columns(arch)  # d_l * rank M when M has full column rank
         self.columns = int(self.other.numel())
         self.rank = gauge.rank
-        self._R = None       # triangular factor of M so far (at most d_{l-1} rows)
-        self._top = None     # B^T J_r for every group, shape (rows of _R, d_l * columns)
+        self._R = None       # M's rows kept whole, then its d_{l-1} x d_{l-1} triangular factor
+        self._top = None     # B^T J_r for every group, shape (d_{l-1}, d_l * columns)
+        self._filled = 0     # rows of _top in use (d_{l-1} once the first reduction is done)
         self._m_rows = 0     # rows of M so far (N t)
         self._generator = generator  # draws the sketches
         self.sketched = 0    # rows of Y the sketches left out
@@ -88,28 +94,49 @@ class LastValueElimination:
         """(new rows of Y, tangent leak) for the samples X (appended to those seen before)."""
         n, t, d_l, d_in = X.shape[0], arch.tokens, arch.widths[-1], arch.widths[-2]
         J = _finite(forward_columns(arch, params, X, self.other))          # rows (n, r, s)
-        J = J.reshape(n, d_l, t, self.columns).permute(0, 2, 1, 3)         # (n, s, r, col)
+        J = J.reshape(n, d_l, t, self.columns)
         W = _finite(last_input(arch, params, X)).transpose(1, 2)           # (n, s, c)
         # One scale per (n, s): the norm of the d_l rows (n, :, s) of J on all free columns.
-        scale = (J.square().sum(dim=(2, 3)) + d_l * W.square().sum(dim=2)).sqrt()
+        scale = (J.square().sum(dim=(1, 3)) + d_l * W.square().sum(dim=2)).sqrt()
         scale = 1.0 / scale.clamp(min=torch.finfo(J.dtype).tiny)
         M_new = (W * scale[..., None]).reshape(n * t, d_in)
-        J_new = (J * scale[..., None, None]).reshape(n * t, d_l * self.columns)
+        # Rows (n, s), each holding its d_l groups side by side: one copy, scaled in place.
+        J_new = torch.empty((n, t, d_l, self.columns), dtype=J.dtype, device=J.device)
+        J_new.copy_(J.permute(0, 2, 1, 3))
         del J
-        A = M_new if self._R is None else torch.cat([self._R, M_new])
-        B = J_new if self._top is None else torch.cat([self._top, J_new])
-        del J_new
+        J_new.mul_(scale[..., None, None])
+        J_new = J_new.reshape(n * t, d_l * self.columns)
         self._m_rows += n * t
         self._pending += n
         leak = self.gauge.leak(arch, params, X[:2])
-        if A.shape[0] <= d_in:  # too few rows to reduce yet: keep them whole
-            self._R, self._top = A, B
-            return B.new_zeros((0, self.columns)), leak
-        Qc, R = torch.linalg.qr(A, mode="complete")
-        rotated = Qc.T @ B
-        del B
-        self._R, self._top = R[:d_in].contiguous(), rotated[:d_in].contiguous()
-        Y = rotated[d_in:].reshape(-1, self.columns)
+        if self._top is None:  # B^T J_r of every group, side by side (filled in place from here on)
+            self._top = torch.zeros((d_in, d_l * self.columns), dtype=J_new.dtype, device=J_new.device)
+        m0 = self._filled
+        if m0 + n * t <= d_in:  # too few rows to reduce yet: keep them whole
+            self._top[m0:m0 + n * t] = J_new
+            self._R = M_new if self._R is None else torch.cat([self._R, M_new])
+            self._filled += n * t
+            return J_new.new_zeros((0, self.columns)), leak
+        if m0 < d_in:
+            # The first reduction: the rows kept whole and the new ones, by one complete QR of
+            # their M, applied to the group rows a block of columns at a time.
+            A = M_new if self._R is None else torch.cat([self._R, M_new])
+            Qc, R = torch.linalg.qr(A, mode="complete")
+            k = m0 + n * t - d_in
+            step = max(1, _CHUNK_BYTES // ((m0 + n * t) * J_new.element_size()))
+            for c0 in range(0, J_new.shape[1], step):
+                c1 = min(J_new.shape[1], c0 + step)
+                rotated = Qc.T @ torch.cat([self._top[:m0, c0:c1], J_new[:, c0:c1]])
+                self._top[:, c0:c1] = rotated[:d_in]
+                J_new[:k, c0:c1] = rotated[d_in:]
+            self._R, self._filled = R[:d_in].contiguous(), d_in
+            Y = J_new[:k]
+        else:
+            # R is triangular now: fold the new rows in place (`fold.fold_rows_`), carrying the
+            # group rows along; what it leaves below R are Y's rows.
+            fold_rows_(self._R, M_new, companions=(self._top, J_new))
+            Y = J_new
+        Y = Y.reshape(-1, self.columns)
         # These rows hold Y's share of every sample since the last rows emitted.
         keep = SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * self._pending
         self._pending = 0

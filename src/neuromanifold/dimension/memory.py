@@ -30,6 +30,7 @@ _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 # no torch import; tests/test_scale.py checks that they agree with the modules' own.
 NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
 NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
+NUMERICAL_FOLD_ROWS_BYTES = 512 * MIB   # numerical._FOLD_ROWS_BYTES
 AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
 EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
 # From this many free columns on, `numerical_dim` (route "auto") eliminates the last value matrix
@@ -187,21 +188,34 @@ def eliminates(arch: Architecture) -> bool:
 
 
 def _factor_bytes(rows: int, cols: int) -> int:
-    """Rows kept for the rank, their concatenation and the SVD's copies; past the fold threshold
+    """Rows kept for the rank, their concatenation and the SVD's copies; past the keep threshold
     the triangular factor they are folded into."""
     kept = rows * cols * 8
     if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         return 3 * kept  # kept rows, their concatenation, the scaled copy for svdvals (+ LAPACK)
+    if rows >= cols:
+        # An n x n factor folded in place (`fold.fold_rows_`): when it is made, the rows kept so
+        # far beside it; when the rank is read, its scaled copy and the copy svdvals takes.
+        r_bytes = cols * cols * 8
+        return max(r_bytes + max(NUMERICAL_KEEP_ROWS_BYTES, r_bytes), 3 * r_bytes) \
+            + NUMERICAL_FOLD_ROWS_BYTES
     r_bytes = min(rows, cols) * cols * 8
     return 2 * kept + max(kept, 2 * r_bytes)  # rows + concatenation + QR workspace / SVD
+
+
+def _held_bytes(rows: int, cols: int) -> int:
+    """Bytes the rows of the rank occupy between two readings (kept whole, or as the factor)."""
+    kept = rows * cols * 8
+    if kept > NUMERICAL_KEEP_ROWS_BYTES and rows >= cols:
+        return cols * cols * 8 + NUMERICAL_FOLD_ROWS_BYTES
+    return kept
 
 
 def _eliminated_estimate(arch: Architecture, samples: int | None,
                          min_samples: int | None) -> MemoryEstimate:
     """Peak of the eliminated route (`dimension.elimination`): per block of samples, the
     Jacobian on the other free columns (with its reshaped and scaled copies), the group rows
-    B^T J_r kept between blocks (old, stacked with the block, rotated: three copies at once),
-    and the rows of Y with their factorisation."""
+    B^T J_r (one buffer, updated in place) and the rows of Y with their factorisation."""
     P = arch.n_params
     d_l, d_in, t = arch.widths[-1], arch.widths[-2], arch.tokens
     _, upper = _upper_guess(arch)
@@ -213,22 +227,26 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
     top = d_in * d_l * cols * 8
     y_rows = min(d_l * max(0, N * t - d_in), SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * N)
     kept = y_rows * cols * 8
+    held = _held_bytes(y_rows, cols)
     parts = {"torch": _BASE_BYTES,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
-             "eliminated rows": 3 * top + 2 * block_bytes,
+             # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch
+             "eliminated rows": top + 2 * block_bytes + 3 * 64 * MIB,
              "rows and factorisation": _factor_bytes(y_rows, cols)}
     if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         # svdvals reads the rows whole: the stacked rows, unit_scaled's two divided copies and
         # LAPACK's own copy are alive at once (the 40,960-parameter network peaked at 6.3 GiB).
         parts["rows and factorisation"] += kept
-    peak = parts["torch"] + max(top + kept + parts["Jacobian block"],
-                                kept + parts["eliminated rows"],
+    peak = parts["torch"] + max(top + held + parts["Jacobian block"],
+                                held + parts["eliminated rows"],
                                 top + parts["rows and factorisation"])
     advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {y_rows} rows "
               f"after eliminating the last value matrix here), fewer samples (--samples "
               f"{math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
+
+
 def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
     """N of the numerical path's first pass (`numerical.initial_samples`), or `samples`."""
     _, upper = _upper_guess(arch)

@@ -31,6 +31,10 @@ _ROW_BLOCK_BYTES = 256 * 2 ** 20
 # Bytes of Jacobian rows kept whole; past this they are folded into a triangular factor R with
 # R^T R = J^T J (same singular values), which costs one extra QR.
 _KEEP_ROWS_BYTES = 3 * 2 ** 30
+# Once the rows outnumber the columns and no longer fit in _KEEP_ROWS_BYTES, they are kept as one
+# n x n triangular factor, and new rows are folded into it (`fold.fold_rows_`) whenever this many
+# bytes of them have come: the factor, not the rows, is then what memory holds.
+_FOLD_ROWS_BYTES = 512 * 2 ** 20
 # Largest ||J Q1|| / ||J|| (Jacobian on the symmetry tangents) accepted as round-off.
 _MAX_LEAK = 1e-9
 # How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
@@ -199,6 +203,7 @@ class LocalRows:
         self.seconds_split = time.perf_counter() - t0
         self.split_rank = self.split.rank
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
+        self.triangular = False  # R is the n x n triangular factor that new rows are folded into
         self.rows = 0  # rows computed so far (after the elimination's sketch, where it applies)
         self.eliminated = None  # the LastValueElimination reading the rank, if any
         upper = arch.n_params - self.split_rank
@@ -216,7 +221,44 @@ class LocalRows:
         self.leak = max(self.leak, leak)
         self.kept.append(reduced)
         self.rows += reduced.shape[0]
+        if self.triangular:
+            if sum(k.numel() for k in self.kept) * reduced.element_size() >= _FOLD_ROWS_BYTES:
+                self._fold_kept()
+        elif self._grown_past_keep():
+            self._to_triangular()
         self.seconds_jacobian += time.perf_counter() - t0
+
+    def _grown_past_keep(self) -> bool:
+        """True when the rows outnumber the columns and outgrow `_KEEP_ROWS_BYTES`."""
+        pieces = ([self.R] if self.R is not None else []) + self.kept
+        rows = sum(p.shape[0] for p in pieces)
+        cols = pieces[0].shape[1] if pieces else 0
+        return rows >= cols > 0 and rows * cols * pieces[0].element_size() > _KEEP_ROWS_BYTES
+
+    def _to_triangular(self) -> None:
+        """Fold every row so far into an n x n triangular factor, a block at a time."""
+        from .fold import fold_rows_  # noqa: PLC0415
+
+        pieces = ([self.R] if self.R is not None else []) + self.kept
+        self.R, self.kept = None, []
+        cols = pieces[0].shape[1]
+        R = torch.zeros((cols, cols), dtype=pieces[0].dtype, device=pieces[0].device)
+        step = max(1, _FOLD_ROWS_BYTES // (cols * R.element_size()))
+        while pieces:
+            piece = pieces.pop(0)
+            for r0 in range(0, piece.shape[0], step):
+                fold_rows_(R, piece[r0:r0 + step])  # overwrites the piece, which is dropped
+            del piece
+        self.R, self.triangular = R, True
+
+    def _fold_kept(self) -> None:
+        """Fold the rows kept since the last fold into the triangular factor."""
+        from .fold import fold_rows_  # noqa: PLC0415
+
+        if self.kept:
+            K = torch.cat(self.kept)
+            self.kept = []
+            fold_rows_(self.R, K)
 
     def scaled_factor(self, say: Progress) -> torch.Tensor:
         """`factor()` with unit columns (a copy: the factor is kept for the next batch)."""
@@ -224,6 +266,13 @@ class LocalRows:
 
     def factor(self, say: Progress) -> torch.Tensor:
         """Every row so far, folded into a triangular factor past `_KEEP_ROWS_BYTES`."""
+        if self.triangular:
+            self._fold_kept()
+            return self.R
+        if self._grown_past_keep():
+            say(f"folding {self.rows} rows into a triangular factor")
+            self._to_triangular()
+            return self.R
         stacked = torch.cat(([self.R] if self.R is not None else []) + self.kept)
         self.kept = []
         if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
