@@ -23,7 +23,7 @@ from ..core.block_formulas import block_formula
 from ..core.seeds import seeded_generator
 from .jacobians import KernelSplit
 from .numerical import resolve_device
-from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule
+from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 _MAX_LEAK = 1e-9
@@ -87,7 +87,7 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
         kept.append(reduced)
         n_done = target
         R = torch.cat(kept)
-        sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
+        sv = singular_values(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
         nr = numerical_rank(sv, R.shape[0], R.shape[1])
         history.append([n_done, nr.rank])
         say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")

@@ -21,7 +21,8 @@ from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
 from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
-from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
+from .rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
+                   unit_scaled)
 from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
@@ -65,7 +66,7 @@ def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
         M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
         if M.shape[0] >= d_in:
             continue
-        kernel = torch.linalg.svd(M, full_matrices=True).Vh[M.shape[0]:]      # (k, d_in)
+        kernel = torch.linalg.svd(M, full_matrices=True, driver=svd_driver(M)).Vh[M.shape[0]:]
         block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
         start = offsets[f"V_{j - 1}"]
         for s_ in range(d_prev):
@@ -284,7 +285,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         # Column scaling keeps the rank too; a factor R's column norms are J's.
         R = source.scaled_factor(say)
         say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
-        sv = torch.linalg.svdvals(R)
+        sv = singular_values(R)
         state["rank"] += time.perf_counter() - t1
         nr = numerical_rank(sv, source.rows if elim is not None else state["n"] * rows_per_sample,
                             n_cols)

@@ -1,0 +1,117 @@
+"""`--device cuda` without a GPU: the numerical paths keep every tensor on the device asked for,
+and read ranks with the precise cuSOLVER driver (tests/device_audit.py
+labels each tensor with the device it would live on). With a GPU, cuda and cpu agree."""
+
+import warnings
+
+import pytest
+import torch
+
+from device_audit import DeviceAudit, label
+from neuromanifold import Architecture, neuromanifold_dim, numerical_dim
+from neuromanifold.models.functional import functional_dim
+
+GIB = 2 ** 30
+
+
+def fake_gpu(monkeypatch, free_bytes: int) -> None:
+    """torch.cuda answers as for one visible GPU with `free_bytes` free (nothing else of CUDA is
+    touched: the audit keeps the tensors on the CPU)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free_bytes, 80 * GIB))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "audited GPU")
+
+
+def test_audit_records_what_a_cuda_run_refuses():
+    """The audit itself: a CPU tensor meeting a cuda one, a CPU generator drawing a cuda tensor
+    and .numpy() of a cuda tensor are recorded; CPU index tensors and 0-dim tensors are not."""
+    audit = DeviceAudit()
+    with audit:
+        x = torch.randn(3, 5, dtype=torch.float64).to(torch.device("cuda"))
+        y = torch.zeros(5, 7, dtype=torch.float64, device=x.device)
+        x @ y
+        x[torch.tensor([0, 2])] * torch.tensor(2.0)
+        assert len(audit.mixed) == 0 and label(x @ y) == "cuda" and x.is_cuda
+        x @ torch.eye(5, dtype=torch.float64)
+        torch.randn(3, generator=torch.Generator().manual_seed(1), device="cuda")
+        x.numpy()
+        float(x.sum())
+    assert [m.split(": ", 1)[1][:12] for m in audit.mixed] == [
+        "matmul mixes", "randn draws ", ".numpy() of "]
+    assert sum(audit.syncs.values()) == 2
+
+
+CASES = {
+    # softmax gauge, last value matrix eliminated (sketched rows, M's factor)
+    "eliminate": (Architecture((6, 5, 4), (2, 3), 4, "softmax"), {"route": "eliminate"}),
+    # softmax gauge, the whole free-column Jacobian
+    "gauge": (Architecture((7, 5, 3), (2, 4), 3, "softmax"), {"route": "full"}),
+    # lightning: dense tangents, Householder split (geqrf, ormqr)
+    "dense": (Architecture((5, 3, 4), (2, 2), 3, "lightning"), {}),
+    # softmax with a_1 > d_0: no gauge, dependent tangents and read-out tangents (SVDs)
+    "readout": (Architecture((4, 5, 3), (7, 2), 3, "softmax"), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_numerical_dim_keeps_every_tensor_on_the_device(case, monkeypatch):
+    """numerical_dim(device='cuda') mixes no devices, reads every rank SVD with cuSOLVER's
+    gesvd, and gives the CPU's rank and status."""
+    arch, options = CASES[case]
+    cpu = numerical_dim(arch, seed=5, **options)
+    fake_gpu(monkeypatch, 70 * GIB)
+    audit = DeviceAudit(unlabelled="cuda")
+    with audit:
+        gpu = numerical_dim(arch, seed=5, device="cuda", **options)
+    assert audit.mixed == []
+    svds = {key: n for key, n in audit.linalg.items() if key[0].startswith("linalg_svd")}
+    assert svds and {driver for _, _, driver in svds} == {"gesvd"}
+    assert (gpu.dimension, gpu.status, gpu.device) == (cpu.dimension, cpu.status, "cuda")
+
+
+@pytest.mark.parametrize("arch", [
+    Architecture((4, 4, 4), (2, 3), 3, "softmax", heads=(2, 1)),
+    Architecture((5, 5, 5), (2, 2), 2, "softmax", residual=True, mlp=(3, 4), activation="gelu",
+                 norm="layernorm")], ids=["heads", "residual-mlp-norm"])
+def test_block_networks_keep_every_tensor_on_the_device(arch, monkeypatch):
+    """The block path on 'cuda' mixes no devices and gives the CPU's rank and status."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = neuromanifold_dim(arch, method="numerical", seed=2)
+        fake_gpu(monkeypatch, 70 * GIB)
+        audit = DeviceAudit(unlabelled="cuda")
+        with audit:
+            gpu = neuromanifold_dim(arch, method="numerical", seed=2, device="cuda")
+    assert audit.mixed == []
+    assert {driver for name, _, driver in audit.linalg if name.startswith("linalg_svd")} == {"gesvd"}
+    assert (gpu.dimension, gpu.status, gpu.device) == (cpu.dimension, cpu.status, "cuda")
+
+
+def test_functional_dim_keeps_every_tensor_on_the_device(monkeypatch):
+    """functional_dim(device='cuda') of a small MLP mixes no devices and matches the CPU."""
+    def model():
+        torch.manual_seed(11)
+        return torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+
+    def inputs(n, g):
+        return torch.randn(n, 3, generator=g, dtype=torch.float64)
+
+    cpu = functional_dim(model(), inputs, seed=4)
+    fake_gpu(monkeypatch, 70 * GIB)
+    audit = DeviceAudit(unlabelled="cuda")
+    with audit:
+        gpu = functional_dim(model(), inputs, seed=4, device="cuda")
+    assert audit.mixed == []
+    assert (gpu.dimension, gpu.status, gpu.device) == (cpu.dimension, cpu.status, "cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("arch,options", [CASES["eliminate"], CASES["dense"], CASES["readout"],
+                                          (Architecture((24, 20, 18), (4, 3), 5, "softmax"), {})])
+def test_cuda_and_cpu_agree_on_a_gpu(arch, options):
+    """On a real GPU: the same seeded network gives the same rank and status on cuda and cpu
+    (same random draws, moved to the GPU)."""
+    cpu = numerical_dim(arch, seed=7, **options)
+    gpu = numerical_dim(arch, seed=7, device="cuda", **options)
+    assert (gpu.dimension, gpu.status, gpu.n_samples) == (cpu.dimension, cpu.status, cpu.n_samples)
+    assert gpu.device.startswith("cuda") and abs(gpu.gap - cpu.gap) < 1.0
