@@ -1,5 +1,5 @@
 """`--device cuda` without a GPU: the numerical paths keep every tensor on the device asked for,
-and read ranks with the precise cuSOLVER driver (tests/device_audit.py
+read ranks with the precise cuSOLVER driver, and budget the GPU's memory (tests/device_audit.py
 labels each tensor with the device it would live on). With a GPU, cuda and cpu agree."""
 
 import warnings
@@ -9,6 +9,8 @@ import torch
 
 from device_audit import DeviceAudit, label
 from neuromanifold import Architecture, neuromanifold_dim, numerical_dim
+from neuromanifold.dimension import memory
+from neuromanifold.errors import ResourceError
 from neuromanifold.models.functional import functional_dim
 
 GIB = 2 ** 30
@@ -103,6 +105,35 @@ def test_functional_dim_keeps_every_tensor_on_the_device(monkeypatch):
         gpu = functional_dim(model(), inputs, seed=4, device="cuda")
     assert audit.mixed == []
     assert (gpu.dimension, gpu.status, gpu.device) == (cpu.dimension, cpu.status, "cuda")
+
+
+def test_cuda_run_budgets_the_gpu_memory(monkeypatch):
+    """A cuda run whose estimate exceeds 80% of the GPU's free memory is refused before any
+    tensor is made (exit 2), naming the GPU; --max-memory then budgets the GPU, a fraction of
+    its free memory included."""
+    arch = Architecture((128, 128, 128), (16, 16), 16, "softmax")
+    estimate = memory.on_gpu(memory.numerical_estimate(arch))
+    fake_gpu(monkeypatch, int(estimate.peak / 0.8) - 2 ** 20)
+    audit = DeviceAudit()
+    with audit, pytest.raises(ResourceError, match=r"free on cuda \(audited GPU\)"):
+        numerical_dim(arch, device="cuda")
+    assert audit.linalg == {} and audit.syncs == {}
+    with pytest.raises(ResourceError, match="--max-memory"):
+        numerical_dim(arch, device="cuda", max_memory="1G")
+    fake_gpu(monkeypatch, 4 * estimate.peak)
+    with pytest.raises(ResourceError, match="on the GPU"):
+        numerical_dim(arch, device="cuda", max_memory="0.2")
+    with pytest.raises(ResourceError, match="on the GPU"):
+        neuromanifold_dim(arch, device="cuda", max_memory="0.2")
+
+
+def test_gpu_estimate_is_the_host_estimate_less_the_process():
+    """on_gpu keeps every tensor of the estimate and drops the host process (torch itself)."""
+    arch = Architecture((96, 80, 72), (12, 10), 9, "softmax")
+    host = memory.numerical_estimate(arch)
+    gpu = memory.on_gpu(host)
+    assert gpu.peak == host.peak - host.parts["torch"] and "torch" not in gpu.parts
+    assert "--device cuda" in host.advice and "--device cuda" not in gpu.advice
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -51,7 +51,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         progress: called with one line per phase (for a progress display).
         max_memory: budget for the estimated peak (bytes, '16G', or a fraction of the available
             memory; default 80% of it): `ResourceError` before any large allocation when the
-            estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
+            estimate (`dimension.memory`) exceeds it. On a GPU (numerical method) the budget
+            is the GPU's: default 80% of its free memory.
         precision: bits of the ball arithmetic of the certified softmax path (default 128).
         backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
             cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
@@ -95,7 +96,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
             from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
 
             return block_numerical_dim(arch, samples=samples, seed=seed, device=device,
-                                       min_gap=min_gap, progress=progress)
+                                       min_gap=min_gap, progress=progress, max_memory=max_memory)
         from .numerical import numerical_dim  # noqa: PLC0415
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
@@ -192,7 +193,7 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)
         first = float_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                          progress=progress)
+                          progress=progress, max_memory=max_memory)
     if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
         first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
                            "decades, not escalated")

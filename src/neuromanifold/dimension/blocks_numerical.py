@@ -22,7 +22,7 @@ from ..core.checks import bad_value, check_int, check_seed
 from ..core.block_formulas import block_formula
 from ..core.seeds import seeded_generator
 from .jacobians import KernelSplit
-from .numerical import resolve_device
+from .numerical import check_gpu_memory, resolve_device
 from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
@@ -50,8 +50,10 @@ def float_family_ranks(arch: Architecture, tangents: torch.Tensor, counts) -> di
 
 def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
                         device: str = "cpu", min_gap: float = MIN_GAP_DECADES,
-                        progress: Progress | None = None) -> DimensionResult:
-    """Numerical dimension of a block network (numerical: not a proof)."""
+                        progress: Progress | None = None,
+                        max_memory: str | float | int | None = None) -> DimensionResult:
+    """Numerical dimension of a block network (numerical: not a proof). `max_memory` budgets
+    a GPU run (`numerical.check_gpu_memory`); the host's is checked by the caller."""
     seed = check_seed(seed)
     rows_per_sample = arch.tokens * arch.widths[-1]
     floor = math.ceil(arch.n_params / rows_per_sample)
@@ -61,6 +63,7 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
             raise bad_value("samples", f"at least {floor} for {arch} (N t d_l >= n_params = "
                             f"{arch.n_params})", samples, f"Pass --samples {floor} or more.")
     dev = resolve_device(device)
+    check_gpu_memory(arch, samples, max_memory, dev)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     blocks = random_block_weights(arch, seed, device=dev)

@@ -91,10 +91,25 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
+def check_gpu_memory(arch: Architecture, samples, max_memory, dev: torch.device,
+                     route: str = "auto") -> None:
+    """On a cuda device, refuse before allocating when the estimated peak (`dimension.memory`,
+    its tensors all on the GPU: `memory.on_gpu`) exceeds the budget: `max_memory`, or 80% of
+    the memory `torch.cuda.mem_get_info` reports free on `dev`. Nothing on other devices."""
+    if dev.type != "cuda":
+        return
+    from .memory import check_memory, numerical_estimate, on_gpu  # noqa: PLC0415
+
+    free, _total = torch.cuda.mem_get_info(dev)
+    check_memory(on_gpu(numerical_estimate(arch, samples, route=route)), max_memory,
+                 available=free, where=f"free on {dev} ({torch.cuda.get_device_name(dev)})")
+
+
 def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
                   route: str = "auto") -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
-    budget (`max_memory`, default 80% of the available memory); not checked for a GPU run.
+    budget (`max_memory`, default 80% of the available memory); a GPU run is checked against
+    the GPU's memory instead, once the device is resolved (`check_gpu_memory`).
     On Dask this is the client's peak (the workers check their own: `dask_rank`)."""
     from .memory import check_memory, dask_client_estimate, numerical_estimate  # noqa: PLC0415
 
@@ -163,6 +178,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         raise bad_value("device", "'cpu' with --backend dask", device,
                         "Dask workers compute on their CPUs; drop --device, or use --backend local.")
     dev = resolve_device(device)
+    check_gpu_memory(arch, samples, max_memory, dev, route)
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     if backend == "dask":
