@@ -2,6 +2,9 @@
 read ranks with the precise cuSOLVER driver, and budget the GPU's memory (tests/device_audit.py
 labels each tensor with the device it would live on). With a GPU, cuda and cpu agree."""
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -134,6 +137,31 @@ def test_gpu_estimate_is_the_host_estimate_less_the_process():
     gpu = memory.on_gpu(host)
     assert gpu.peak == host.peak - host.parts["torch"] and "torch" not in gpu.parts
     assert "--device cuda" in host.advice and "--device cuda" not in gpu.advice
+
+
+_WITHOUT_FLINT = """
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "flint":
+            raise ImportError("no flint here")
+sys.meta_path.insert(0, Refuse())
+from neuromanifold.cli import main
+sys.argv = ["neuromanifold", "dim", "--widths", "9,8,7", "--keys", "3,2", "--tokens", "4",
+            "--attention", "softmax"]
+main()
+"""
+
+
+def test_auto_numerical_answer_needs_no_flint():
+    """`dim` (method auto) of a softmax network whose numerical gap is wide answers without the
+    exact-arithmetic library, as on a GPU machine where it is not installed; it is imported only
+    for a proof."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_FLINT], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "[numerical, settled" in proc.stdout and "not escalated" in proc.stdout
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
