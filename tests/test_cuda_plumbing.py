@@ -65,10 +65,10 @@ def test_numerical_dim_keeps_every_tensor_on_the_device(case, monkeypatch):
     arch, options = CASES[case]
     cpu = numerical_dim(arch, seed=5, **options)
     fake_gpu(monkeypatch, 70 * GIB)
-    audit = DeviceAudit(unlabelled="cuda")
+    audit, said = DeviceAudit(unlabelled="cuda"), []
     with audit:
-        gpu = numerical_dim(arch, seed=5, device="cuda", **options)
-    assert audit.mixed == []
+        gpu = numerical_dim(arch, seed=5, device="cuda", progress=said.append, **options)
+    assert audit.mixed == [] and said[0] == "computing on cuda: audited GPU"
     svds = {key: n for key, n in audit.linalg.items() if key[0].startswith("linalg_svd")}
     assert svds and {driver for _, _, driver in svds} == {"gesvd"}
     assert (gpu.dimension, gpu.status, gpu.device) == (cpu.dimension, cpu.status, "cuda")

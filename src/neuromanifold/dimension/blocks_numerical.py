@@ -22,7 +22,7 @@ from ..core.checks import bad_value, check_int, check_seed
 from ..core.block_formulas import block_formula
 from ..core.seeds import seeded_generator
 from .jacobians import KernelSplit
-from .numerical import check_gpu_memory, resolve_device
+from .numerical import check_gpu_memory, resolve_device, say_device
 from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
@@ -65,6 +65,7 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
     dev = resolve_device(device)
     check_gpu_memory(arch, samples, max_memory, dev)
     say = progress or (lambda _msg: None)
+    say_device(dev, say)
     t_start = time.perf_counter()
     blocks = random_block_weights(arch, seed, device=dev)
     params = flatten_blocks(arch, blocks)

@@ -105,6 +105,12 @@ def check_gpu_memory(arch: Architecture, samples, max_memory, dev: torch.device,
                  available=free, where=f"free on {dev} ({torch.cuda.get_device_name(dev)})")
 
 
+def say_device(dev: torch.device, say: Progress) -> None:
+    """One progress line naming the GPU a run computes on (nothing on the CPU)."""
+    if dev.type == "cuda":
+        say(f"computing on {dev}: {torch.cuda.get_device_name(dev)}")
+
+
 def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
                   route: str = "auto") -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
@@ -180,6 +186,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     dev = resolve_device(device)
     check_gpu_memory(arch, samples, max_memory, dev, route)
     say = progress or (lambda _msg: None)
+    say_device(dev, say)
     t_start = time.perf_counter()
     if backend == "dask":
         from .dask_rank import DaskRows  # noqa: PLC0415  (dask only when asked for)

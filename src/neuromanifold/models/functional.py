@@ -30,7 +30,7 @@ from ..core.checks import bad_type, bad_value, check_int, check_seed
 from ..core.formulas import FormulaValue
 from ..core.seeds import seeded_generator
 from ..dimension.jacobians import KernelSplit
-from ..dimension.numerical import resolve_device
+from ..dimension.numerical import resolve_device, say_device
 from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
 from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
 from ..errors import ComputationError
@@ -203,6 +203,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
     seed = check_seed(seed)
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
+    say_device(dev, say)
     t_start = time.perf_counter()
     _select(module, params)  # bad names fail before the copy
     model = copy.deepcopy(module).to(dev, torch.float64).eval()
