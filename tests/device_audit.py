@@ -6,8 +6,9 @@ made by a torch call is labelled with the device the call asked for: `device="cu
 factory, `.to("cuda")`, `.cuda()`, or the label of its inputs. `tensor.device` reads the label,
 so code that places new tensors `device=x.device` is followed. What a CUDA run refuses is
 recorded in `mixed`: an operation whose tensor inputs carry different labels (0-dim tensors and
-index tensors excepted, as torch allows them), a CPU generator drawing a cuda tensor, and
-`.numpy()` of a cuda tensor. Host reads of cuda values (`.item()`, `float(x)`, `.tolist()`, ...)
+index tensors excepted, as torch allows them), a CPU generator drawing a cuda tensor,
+`.numpy()` of a cuda tensor, and a random draw from torch's global generator (on a GPU the
+CUDA generator would draw other samples than the CPU's). Host reads of cuda values (`.item()`, `float(x)`, `.tolist()`, ...)
 are counted in `syncs`, by call site, and `torch.linalg` calls on cuda tensors in `linalg`, by
 (name, shape, cuSOLVER driver asked for; the CPU run drops the driver). Tensors made where the mode cannot see (inside
 `torch.func` transforms) carry no label and are never reported; they pick one up again when
@@ -30,6 +31,8 @@ _FACTORIES = {torch.zeros, torch.ones, torch.empty, torch.full, torch.eye, torch
 _LIKE = {torch.zeros_like, torch.ones_like, torch.empty_like, torch.full_like, torch.randn_like,
          torch.rand_like}
 _NEW = {"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"}
+_RANDOM = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.randn_like,
+           torch.rand_like}
 _SYNCS = {"item", "tolist", "__float__", "__int__", "__bool__", "__index__"}
 
 
@@ -101,6 +104,9 @@ class DeviceAudit(TorchFunctionMode):
             return self._move(func, name, args, kwargs)
         wanted = _device_of(kwargs.get("device"))
         if func in _FACTORIES or func in _LIKE or name in _NEW:
+            if func in _RANDOM and kwargs.get("generator") is None:
+                self.mixed.append(f"{self._where()}: {name} draws from torch's global generator "
+                                  "(on a GPU, CUDA's: other samples than on the CPU)")
             if wanted == "cuda":
                 kwargs["device"] = "cpu"
                 gen = kwargs.get("generator")

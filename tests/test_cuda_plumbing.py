@@ -28,21 +28,24 @@ def fake_gpu(monkeypatch, free_bytes: int) -> None:
 
 
 def test_audit_records_what_a_cuda_run_refuses():
-    """The audit itself: a CPU tensor meeting a cuda one, a CPU generator drawing a cuda tensor
-    and .numpy() of a cuda tensor are recorded; CPU index tensors and 0-dim tensors are not."""
+    """The audit itself: a CPU tensor meeting a cuda one, a CPU generator drawing a cuda tensor,
+    .numpy() of a cuda tensor and an unseeded draw are recorded; CPU index tensors and 0-dim
+    tensors are not."""
     audit = DeviceAudit()
     with audit:
-        x = torch.randn(3, 5, dtype=torch.float64).to(torch.device("cuda"))
+        gen = torch.Generator().manual_seed(1)
+        x = torch.randn(3, 5, generator=gen, dtype=torch.float64).to(torch.device("cuda"))
         y = torch.zeros(5, 7, dtype=torch.float64, device=x.device)
         x @ y
         x[torch.tensor([0, 2])] * torch.tensor(2.0)
         assert len(audit.mixed) == 0 and label(x @ y) == "cuda" and x.is_cuda
         x @ torch.eye(5, dtype=torch.float64)
-        torch.randn(3, generator=torch.Generator().manual_seed(1), device="cuda")
+        torch.randn(3, generator=gen, device="cuda")
         x.numpy()
         float(x.sum())
+        torch.rand(3, 4, device=x.device)
     assert [m.split(": ", 1)[1][:12] for m in audit.mixed] == [
-        "matmul mixes", "randn draws ", ".numpy() of "]
+        "matmul mixes", "randn draws ", ".numpy() of ", "rand draws f"]
     assert sum(audit.syncs.values()) == 2
 
 
