@@ -4,16 +4,21 @@ devices is recorded (helpers for tests/test_cuda_plumbing.py).
 `DeviceAudit` is a `TorchFunctionMode`. The computation really runs on the CPU, but each tensor
 made by a torch call is labelled with the device the call asked for: `device="cuda"` in a
 factory, `.to("cuda")`, `.cuda()`, or the label of its inputs. `tensor.device` reads the label,
-so code that places new tensors `device=x.device` is followed. What a CUDA run refuses is
-recorded in `mixed`: an operation whose tensor inputs carry different labels (0-dim tensors and
-index tensors excepted, as torch allows them), a CPU generator drawing a cuda tensor,
-`.numpy()` of a cuda tensor, and a random draw from torch's global generator (on a GPU the
-CUDA generator would draw other samples than the CPU's). Host reads of cuda values (`.item()`, `float(x)`, `.tolist()`, ...)
-are counted in `syncs`, by call site, and `torch.linalg` calls on cuda tensors in `linalg`, by
-(name, shape, cuSOLVER driver asked for; the CPU run drops the driver). Tensors made where the mode cannot see (inside
-`torch.func` transforms) carry no label and are never reported; they pick one up again when
-combined with a labelled tensor. This proves plumbing, not numerics: which tensors would share a
-device, never what a GPU kernel returns.
+so code that places new tensors `device=x.device` is followed.
+
+What a CUDA run refuses is recorded in `mixed`: an operation whose tensor inputs carry different
+labels (0-dim tensors and index tensors excepted, as torch allows them), a CPU generator drawing
+a cuda tensor, `.numpy()` of a cuda tensor, and a random draw from torch's global generator (on
+a GPU the CUDA generator would draw other samples than the CPU's). Host reads of cuda values
+(`.item()`, `float(x)`, `.tolist()`, ...) are counted in `syncs`, by call site, and
+`torch.linalg` calls on cuda tensors in `linalg`, by (name, shape, cuSOLVER driver asked for;
+the CPU run drops the driver).
+
+Tensors made where the mode cannot see (inside `torch.func` transforms, or the parameters of an
+`nn.Module`, whose `.to` swaps their data) carry no label; they count as the device given as
+`unlabelled` (the tests pass "cuda", so a tensor made on the CPU that meets one is reported) and
+pick up a label when combined with a labelled tensor. This proves plumbing, not numerics: which
+tensors would share a device, never what a GPU kernel returns.
 """
 
 from __future__ import annotations
