@@ -142,6 +142,15 @@ def test_gpu_estimate_is_the_host_estimate_less_the_process():
     assert "--device cuda" in host.advice and "--device cuda" not in gpu.advice
 
 
+def test_certified_figure3_refuses_cuda():
+    """figure3 with method 'certified' refuses device 'cuda' (its proofs run on the CPU) instead
+    of ignoring it, as `dim --method certified` does."""
+    from neuromanifold.experiments.figure3 import figure3
+
+    with pytest.raises(ValueError, match="`device` must be 'cpu' \\(or 'auto'\\) for the certified"):
+        figure3("softmax", [3, 4], method="certified", device="cuda")
+
+
 _WITHOUT_FLINT = """
 import sys
 class Refuse:
