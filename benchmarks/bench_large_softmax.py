@@ -18,6 +18,7 @@ import torch
 from neuromanifold import Architecture, numerical_dim
 from neuromanifold.dimension import rank as rank_module
 from neuromanifold.dimension.memory import format_bytes, numerical_estimate, on_gpu
+from neuromanifold.dimension.numerical import resolve_device
 
 
 def architecture_options(doc: str) -> argparse.ArgumentParser:
@@ -36,11 +37,9 @@ def architecture(args: argparse.Namespace) -> Architecture:
     return Architecture((args.delta,) * 3, (args.keys,) * 2, args.tokens, args.attention)
 
 
-def start_cuda(device: str) -> float:
+def start_cuda() -> float:
     """Seconds to start CUDA (context, allocator, cuBLAS and cuSOLVER handles), spent here so
-    that the run's phase times hold only its own work; 0 on the CPU."""
-    if not device.startswith("cuda") and not (device == "auto" and torch.cuda.is_available()):
-        return 0.0
+    that the run's phase times hold only its own work."""
     t0 = time.perf_counter()
     x = torch.ones((64, 64), dtype=torch.float64, device="cuda")
     torch.linalg.svdvals(x @ x, driver=rank_module.CUDA_SVD_DRIVER)
@@ -63,8 +62,8 @@ def main() -> None:
     arch = architecture(args)
     print(f"{arch}: {arch.n_params} parameters; torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, device {args.device}")
-    startup = start_cuda(args.device)
-    on_cuda = startup > 0
+    on_cuda = resolve_device(args.device).type == "cuda"  # a clear error where torch sees no GPU
+    startup = start_cuda() if on_cuda else 0.0
     if on_cuda:
         free, total = torch.cuda.mem_get_info()
         estimate = on_gpu(numerical_estimate(arch))
