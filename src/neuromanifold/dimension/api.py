@@ -213,8 +213,8 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     except ResourceError as exc:  # keep the numerical answer, labelled as it is, and say why
         first.notes.append(f"auto: {why}, but not escalated: {exc}")
         return first
-    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path"
-                                    + (" (ball arithmetic, on the CPU)" if str(first.device) != "cpu" else ""))
+    where = "" if str(first.device) == "cpu" else " (ball arithmetic, on the CPU)"
+    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path{where}")
     result = certified_dim(arch, **options)
     result.notes.insert(0, f"auto: numerical first gave {first.dimension} ({why}); escalated to "
                         f"the certified path at {options['precision']} bits")

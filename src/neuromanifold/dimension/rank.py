@@ -35,9 +35,9 @@ R_DIAGONAL_INDEPENDENCE = 1e-8
 FLOAT64_EPS = 2.0 ** -52
 # cuSOLVER driver of the SVDs a rank is read from when the matrix is on a GPU: the QR-based
 # gesvd, which torch's documentation names for matrices that are not well conditioned or where
-# precision matters. A rank matrix is both by design (the values below its gap are round-off),
-# and torch's default there, the Jacobi method gesvdj, is the one its documentation trades
-# against speed. On the CPU, LAPACK (no driver).
+# precision matters. A rank matrix is both by design (the values below its gap are round-off);
+# torch's default on a GPU, the Jacobi method gesvdj, is the one it names for well-conditioned
+# matrices. On the CPU, LAPACK (no driver).
 CUDA_SVD_DRIVER = "gesvd"
 
 RANK_RULE = {
