@@ -152,8 +152,8 @@ def on_gpu(estimate: MemoryEstimate) -> MemoryEstimate:
     copies in cuSOLVER stand where LAPACK's stand on the host."""
     parts = {k: v for k, v in estimate.parts.items() if k != "torch"}
     advice = estimate.advice.replace(", or --device cuda", "") + ", or a GPU with more memory"
-    return MemoryEstimate(estimate.what + " on the GPU", estimate.peak - estimate.parts.get("torch", 0),
-                          parts, advice)
+    peak = estimate.peak - estimate.parts.get("torch", 0)
+    return MemoryEstimate(estimate.what + " on the GPU", peak, parts, advice)
 
 
 def _valid_samples(samples: object) -> int | None:
