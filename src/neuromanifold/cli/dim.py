@@ -38,7 +38,8 @@ def dim(
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
                                              "exceeds this: 16G, 500M, or a fraction such as 0.5 "
-                                             "of the available memory (default 0.8)."),
+                                             "of the available memory (default 0.8); with "
+                                             "--device cuda, of the GPU's free memory."),
     backend: str = typer.Option("local", help="local, or dask: the numerical rank's Jacobian rows "
                                 "computed and reduced on a Dask cluster (a LocalCluster of 2 "
                                 "workers without --scheduler)."),

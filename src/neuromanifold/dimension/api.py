@@ -51,7 +51,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         progress: called with one line per phase (for a progress display).
         max_memory: budget for the estimated peak (bytes, '16G', or a fraction of the available
             memory; default 80% of it): `ResourceError` before any large allocation when the
-            estimate (`dimension.memory`) exceeds it. Host memory: not checked on a GPU.
+            estimate (`dimension.memory`) exceeds it. On a GPU (numerical method) the budget
+            is the GPU's: default 80% of its free memory.
         precision: bits of the ball arithmetic of the certified softmax path (default 128).
         backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
             cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
@@ -95,7 +96,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
             from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
 
             return block_numerical_dim(arch, samples=samples, seed=seed, device=device,
-                                       min_gap=min_gap, progress=progress)
+                                       min_gap=min_gap, progress=progress, max_memory=max_memory)
         from .numerical import numerical_dim  # noqa: PLC0415
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
@@ -160,12 +161,11 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
     thin gap or an ambiguous rank."""
     from .memory import BALL_DEFAULT_PRECISION as DEFAULT_PRECISION  # noqa: PLC0415
-    from .fp import DEFAULT_PRIME  # noqa: PLC0415
 
     if precision is not None:
         precision = check_int("precision", precision, minimum=16,
                               fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
-    options = {"seed": seed, "progress": progress, "prime": prime or DEFAULT_PRIME,
+    options = {"seed": seed, "progress": progress, "prime": prime,
                "precision": DEFAULT_PRECISION if precision is None else precision}
     from .memory import certified_softmax_estimate, check_memory, numerical_estimate  # noqa: PLC0415
 
@@ -174,12 +174,21 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     # Both routes build the float Jacobian first; the certified one adds the ball block.
     check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
                  max_memory, skip=on_gpu)
-    if arch.is_block:  # torch and flint only past the check
-        from .ball_blocks import certified_block_dim as certified_dim  # noqa: PLC0415
+    if arch.is_block:  # torch only past the check
         from .blocks_numerical import block_numerical_dim as float_dim  # noqa: PLC0415
     else:
-        from .ball import certified_softmax_dim as certified_dim  # noqa: PLC0415
         from .numerical import numerical_dim as float_dim  # noqa: PLC0415
+
+    def certified_dim(arch, **kwargs):
+        # flint only where a proof is computed: a numerical answer (on a GPU machine, say)
+        # needs neither flint nor the ball modules
+        if arch.is_block:
+            from .ball_blocks import certified_block_dim as prove  # noqa: PLC0415
+        else:
+            from .ball import certified_softmax_dim as prove  # noqa: PLC0415
+        from .fp import DEFAULT_PRIME  # noqa: PLC0415
+
+        return prove(arch, **dict(kwargs, prime=kwargs["prime"] or DEFAULT_PRIME))
     if method == "certified":
         if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda":
             raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
@@ -192,7 +201,7 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)
         first = float_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                          progress=progress)
+                          progress=progress, max_memory=max_memory)
     if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
         first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
                            "decades, not escalated")
@@ -204,7 +213,8 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     except ResourceError as exc:  # keep the numerical answer, labelled as it is, and say why
         first.notes.append(f"auto: {why}, but not escalated: {exc}")
         return first
-    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path")
+    where = "" if str(first.device) == "cpu" else " (ball arithmetic, on the CPU)"
+    (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path{where}")
     result = certified_dim(arch, **options)
     result.notes.insert(0, f"auto: numerical first gave {first.dimension} ({why}); escalated to "
                         f"the certified path at {options['precision']} bits")

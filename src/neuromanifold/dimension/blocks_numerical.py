@@ -22,8 +22,8 @@ from ..core.checks import bad_value, check_int, check_seed
 from ..core.block_formulas import block_formula
 from ..core.seeds import seeded_generator
 from .jacobians import KernelSplit
-from .numerical import resolve_device
-from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule
+from .numerical import check_gpu_memory, resolve_device, say_device
+from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 _MAX_LEAK = 1e-9
@@ -50,8 +50,10 @@ def float_family_ranks(arch: Architecture, tangents: torch.Tensor, counts) -> di
 
 def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
                         device: str = "cpu", min_gap: float = MIN_GAP_DECADES,
-                        progress: Progress | None = None) -> DimensionResult:
-    """Numerical dimension of a block network (numerical: not a proof)."""
+                        progress: Progress | None = None,
+                        max_memory: str | float | int | None = None) -> DimensionResult:
+    """Numerical dimension of a block network (numerical: not a proof). `max_memory` budgets
+    a GPU run (`numerical.check_gpu_memory`); the host's is checked by the caller."""
     seed = check_seed(seed)
     rows_per_sample = arch.tokens * arch.widths[-1]
     floor = math.ceil(arch.n_params / rows_per_sample)
@@ -61,7 +63,9 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
             raise bad_value("samples", f"at least {floor} for {arch} (N t d_l >= n_params = "
                             f"{arch.n_params})", samples, f"Pass --samples {floor} or more.")
     dev = resolve_device(device)
+    check_gpu_memory(arch, samples, max_memory, dev)
     say = progress or (lambda _msg: None)
+    say_device(dev, say)
     t_start = time.perf_counter()
     blocks = random_block_weights(arch, seed, device=dev)
     params = flatten_blocks(arch, blocks)
@@ -87,7 +91,7 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
         kept.append(reduced)
         n_done = target
         R = torch.cat(kept)
-        sv = torch.linalg.svdvals(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
+        sv = singular_values(R / R.norm(dim=0, keepdim=True).clamp(min=torch.finfo(R.dtype).tiny))
         nr = numerical_rank(sv, R.shape[0], R.shape[1])
         history.append([n_done, nr.rank])
         say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")

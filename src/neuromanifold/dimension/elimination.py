@@ -46,7 +46,7 @@ from ..core.parameters import unflatten
 from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import _finite
-from .rank import NumericalRank, numerical_rank
+from .rank import NumericalRank, numerical_rank, singular_values
 
 # Rows kept per sample after the sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2
@@ -150,7 +150,7 @@ class LastValueElimination:
         """Rank of M (the gap rule on its triangular factor's singular values)."""
         if self._R is None:
             return numerical_rank([], 0, 0)
-        return numerical_rank(torch.linalg.svdvals(self._R), self._m_rows, self._R.shape[1])
+        return numerical_rank(singular_values(self._R), self._m_rows, self._R.shape[1])
 
     def note(self, leak: float, input_rank: NumericalRank) -> str:
         """How the rank was read, for the result's notes."""

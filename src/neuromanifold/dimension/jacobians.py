@@ -14,7 +14,7 @@ from ..core.architecture import Architecture
 from ..core.finite import require_finite
 from ..core.maps import forward
 from ..core.parameters import unflatten
-from .rank import clearly_independent, numerical_rank, unit_scaled
+from .rank import clearly_independent, numerical_rank, svd_driver, unit_scaled
 
 # Bytes one chunk of Jacobian columns may use for its intermediates.
 _CHUNK_BYTES = 512 * 2 ** 20
@@ -91,7 +91,7 @@ class KernelSplit:
         if clearly_independent(householder.diagonal()):
             return cls(householder, tau, scaled.shape[0])
         # Dependent tangents (e.g. a_i > d_{i-1}): their leading right singular vectors.
-        _, sv, vh = torch.linalg.svd(scaled, full_matrices=False)
+        _, sv, vh = torch.linalg.svd(scaled, full_matrices=False, driver=svd_driver(scaled))
         r = numerical_rank(sv, *scaled.shape).rank
         householder, tau = torch.geqrf(vh[:r].T.contiguous())
         return cls(householder, tau, r)

@@ -62,9 +62,10 @@ def available_memory() -> int:
         return 16 * GIB
 
 
-def parse_memory(value: object, name: str = "max_memory") -> int:
+def parse_memory(value: object, name: str = "max_memory", available: int | None = None) -> int:
     """Bytes from '16G', '500M', '1.5GiB', '2T', a plain byte count, or a fraction '0.5' of the
-    available memory; a malformed value is an InputError of one line.
+    available memory (`available` bytes where given, e.g. a GPU's free memory); a malformed value
+    is an InputError of one line.
 
     Example:
         >>> parse_memory("500M") == 500 * 2 ** 20
@@ -84,18 +85,21 @@ def parse_memory(value: object, name: str = "max_memory") -> int:
                         "available memory such as 0.5", value, "Pass e.g. --max-memory 16G.")
     unit = match.group(2)
     if not unit and number <= 1:
-        return int(number * available_memory())
+        return int(number * (available_memory() if available is None else available))
     if not unit and number != int(number):
         raise bad_value(name, "a whole number of bytes, a size with a unit, or a fraction <= 1",
                         value, "Pass e.g. --max-memory 16G.")
     return int(number * _UNITS[unit])
 
 
-def resolve_budget(max_memory: object | None) -> int:
-    """The budget in bytes: `max_memory` parsed, or DEFAULT_FRACTION of the available memory."""
+def resolve_budget(max_memory: object | None, available: int | None = None) -> int:
+    """The budget in bytes: `max_memory` parsed, or DEFAULT_FRACTION of the available memory
+    (`available` bytes where given, else the host's)."""
+    if available is None:
+        available = available_memory()
     if max_memory is None:
-        return int(DEFAULT_FRACTION * available_memory())
-    return parse_memory(max_memory)
+        return int(DEFAULT_FRACTION * available)
+    return parse_memory(max_memory, available=available)
 
 
 def format_bytes(n: float) -> str:
@@ -123,19 +127,34 @@ class MemoryEstimate:
 
 
 def check_memory(estimate: MemoryEstimate, max_memory: object | None = None,
-                 skip=None) -> MemoryEstimate:
+                 skip=None, *, available: int | None = None,
+                 where: str = "available") -> MemoryEstimate:
     """Raise ResourceError (one line: the estimate, the budget, what to change) when the estimate
     exceeds the budget; return the estimate otherwise. `skip()`, asked only when over budget,
-    may waive the check (e.g. when the work will run on a GPU after all)."""
-    budget = resolve_budget(max_memory)
+    may waive the check (e.g. when the work will run on a GPU after all). The budget is taken
+    from the host's available memory, or from `available` bytes (a GPU's free memory), which
+    the message calls `where`."""
+    if available is None:
+        available = available_memory()
+    budget = resolve_budget(max_memory, available)
     if estimate.peak > budget and not (skip is not None and skip()):
         source = ("--max-memory" if max_memory is not None
-                  else f"{int(DEFAULT_FRACTION * 100)}% of the {format_bytes(available_memory())} available")
+                  else f"{int(DEFAULT_FRACTION * 100)}% of the {format_bytes(available)} {where}")
         raise ResourceError(
             f"`max_memory` must be at least the estimated peak; got {format_bytes(budget)} "
             f"({source}) for {estimate.describe()}. {estimate.advice}; or raise --max-memory "
             f"if the machine has the memory.")
     return estimate
+
+
+def on_gpu(estimate: MemoryEstimate) -> MemoryEstimate:
+    """`estimate` for a run whose tensors live on a GPU: every part but the process itself
+    (torch's resident size, host memory) is a tensor the run allocates there; the GPU's own
+    copies in cuSOLVER stand where LAPACK's stand on the host."""
+    parts = {k: v for k, v in estimate.parts.items() if k != "torch"}
+    advice = estimate.advice.replace(", or --device cuda", "") + ", or a GPU with more memory"
+    peak = estimate.peak - estimate.parts.get("torch", 0)
+    return MemoryEstimate(estimate.what + " on the GPU", peak, parts, advice)
 
 
 def _valid_samples(samples: object) -> int | None:

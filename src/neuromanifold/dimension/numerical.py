@@ -21,7 +21,8 @@ from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .jacobians import KernelSplit
 from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
-from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule, unit_scaled
+from .rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
+                   unit_scaled)
 from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 
@@ -69,7 +70,7 @@ def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
         M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
         if M.shape[0] >= d_in:
             continue
-        kernel = torch.linalg.svd(M, full_matrices=True).Vh[M.shape[0]:]      # (k, d_in)
+        kernel = torch.linalg.svd(M, full_matrices=True, driver=svd_driver(M)).Vh[M.shape[0]:]
         block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
         start = offsets[f"V_{j - 1}"]
         for s_ in range(d_prev):
@@ -94,10 +95,31 @@ def _symmetry_split(arch: Architecture, weights):
     return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
+def check_gpu_memory(arch: Architecture, samples, max_memory, dev: torch.device,
+                     route: str = "auto") -> None:
+    """On a cuda device, refuse before allocating when the estimated peak (`dimension.memory`,
+    its tensors all on the GPU: `memory.on_gpu`) exceeds the budget: `max_memory`, or 80% of
+    the memory `torch.cuda.mem_get_info` reports free on `dev`. Nothing on other devices."""
+    if dev.type != "cuda":
+        return
+    from .memory import check_memory, numerical_estimate, on_gpu  # noqa: PLC0415
+
+    free, _total = torch.cuda.mem_get_info(dev)
+    check_memory(on_gpu(numerical_estimate(arch, samples, route=route)), max_memory,
+                 available=free, where=f"free on {dev} ({torch.cuda.get_device_name(dev)})")
+
+
+def say_device(dev: torch.device, say: Progress) -> None:
+    """One progress line naming the GPU a run computes on (nothing on the CPU)."""
+    if dev.type == "cuda":
+        say(f"computing on {dev}: {torch.cuda.get_device_name(dev)}")
+
+
 def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
                   route: str = "auto") -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
-    budget (`max_memory`, default 80% of the available memory); not checked for a GPU run.
+    budget (`max_memory`, default 80% of the available memory); a GPU run is checked against
+    the GPU's memory instead, once the device is resolved (`check_gpu_memory`).
     On Dask this is the client's peak (the workers check their own: `dask_rank`)."""
     from .memory import check_memory, dask_client_estimate, numerical_estimate  # noqa: PLC0415
 
@@ -166,7 +188,9 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         raise bad_value("device", "'cpu' with --backend dask", device,
                         "Dask workers compute on their CPUs; drop --device, or use --backend local.")
     dev = resolve_device(device)
+    check_gpu_memory(arch, samples, max_memory, dev, route)
     say = progress or (lambda _msg: None)
+    say_device(dev, say)
     t_start = time.perf_counter()
     if backend == "dask":
         from .dask_rank import DaskRows  # noqa: PLC0415  (dask only when asked for)
@@ -333,7 +357,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         # Column scaling keeps the rank too; a factor R's column norms are J's.
         R = source.scaled_factor(say)
         say(f"N = {state['n']}: singular values of {R.shape[0]} x {R.shape[1]} rows (the longest phase) ...")
-        sv = torch.linalg.svdvals(R)
+        sv = singular_values(R)
         state["rank"] += time.perf_counter() - t1
         nr = numerical_rank(sv, source.rows if elim is not None else state["n"] * rows_per_sample,
                             n_cols)

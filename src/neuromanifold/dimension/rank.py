@@ -33,6 +33,12 @@ ROUNDOFF_FACTOR = 1e3
 R_DIAGONAL_INDEPENDENCE = 1e-8
 # Machine epsilon of float64, the precision every numerical rank is read in.
 FLOAT64_EPS = 2.0 ** -52
+# cuSOLVER driver of the SVDs a rank is read from when the matrix is on a GPU: the QR-based
+# gesvd, which torch's documentation names for matrices that are not well conditioned or where
+# precision matters. A rank matrix is both by design (the values below its gap are round-off);
+# torch's default on a GPU, the Jacobi method gesvdj, is the one it names for well-conditioned
+# matrices. On the CPU, LAPACK (no driver).
+CUDA_SVD_DRIVER = "gesvd"
 
 RANK_RULE = {
     "rule": "largest singular-value gap",
@@ -113,6 +119,19 @@ def matrix_rank(matrix) -> NumericalRank:
     if M.ndim != 2 or M.numel() == 0:
         return NumericalRank(0, math.inf, 0.0, 0.0, 0.0)
     return numerical_rank(torch.linalg.svdvals(M), *M.shape)
+
+
+def svd_driver(matrix) -> str | None:
+    """The `driver` argument of torch's SVDs for a rank read from `matrix`: `CUDA_SVD_DRIVER` on
+    a GPU, None (LAPACK) on the CPU, where torch accepts no other."""
+    return CUDA_SVD_DRIVER if matrix.is_cuda else None
+
+
+def singular_values(matrix):
+    """`torch.linalg.svdvals` of a torch tensor with the driver a rank needs (`svd_driver`)."""
+    import torch  # noqa: PLC0415  (only on the computing path)
+
+    return torch.linalg.svdvals(matrix, driver=svd_driver(matrix))
 
 
 def clearly_independent(r_diagonal) -> bool:

@@ -34,8 +34,8 @@ from ..core.checks import bad_type, bad_value, check_bool, check_int, check_seed
 from ..core.formulas import FormulaValue
 from ..core.seeds import seeded_generator
 from ..dimension.jacobians import KernelSplit
-from ..dimension.numerical import resolve_device
-from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from ..dimension.numerical import resolve_device, say_device
+from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
 from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
 from ..errors import ComputationError
 
@@ -272,6 +272,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
     dev = resolve_device(device)
     say = progress or (lambda _msg: None)
     parts = piecewise_parts(module)
+    say_device(dev, say)
     t_start = time.perf_counter()
     _select(module, params)  # bad names fail before the copy
     model = copy.deepcopy(module).to(dev, torch.float64).eval()
@@ -365,7 +366,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
             n_done += n_new
             say(f"N = {n_done}: Jacobian rows computed ({mode_used})")
         t1 = time.perf_counter()
-        sv = torch.linalg.svdvals(R)
+        sv = singular_values(R)
         t_rank += time.perf_counter() - t1
         n_total_rows = n_done * rows_per_sample
         nr = numerical_rank(sv, max(n_total_rows, R.shape[0]), R.shape[1])
