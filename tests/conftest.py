@@ -9,3 +9,12 @@ def random_matrix(*shape: int, seed: int):
     import torch
 
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def signed_rows(R):
+    """R with rows signed so that its diagonal is non-negative (a QR factor is unique up to these
+    signs when the matrix has full column rank)."""
+    import torch
+
+    s = torch.sign(torch.diagonal(R))
+    return R * torch.where(s == 0, torch.ones_like(s), s)[:, None]

@@ -11,14 +11,15 @@ import warnings
 import dask
 import pytest
 import torch
+from conftest import signed_rows
 from distributed import LocalCluster
 
 from neuromanifold import Architecture, neuromanifold_dim
 from neuromanifold.cli import main
 from neuromanifold.core.seeds import seeded_generator
 from neuromanifold.dimension import dask_rank
-from neuromanifold.dimension.memory import (dask_client_estimate, dask_worker_estimate,
-                                            numerical_estimate)
+from neuromanifold.dimension.memory import (dask_client_estimate, dask_fold_rows,
+                                            dask_worker_estimate, numerical_estimate)
 from neuromanifold.dimension.numerical import LocalRows
 from neuromanifold.errors import ResourceError
 from neuromanifold.sweeps.engine import sweep
@@ -96,6 +97,73 @@ def test_combined_factor_has_the_jacobian_singular_values(scheduler):
     assert remote.split_rank == local.split_rank and remote.backend["chunks"] == 2 + 2
 
 
+def _factor_of(rows: torch.Tensor, blocks: tuple[int, ...]) -> torch.Tensor:
+    """The U x U factor of `rows` added in blocks of the given sizes, as a chunk task adds them."""
+    R, m = dask_rank.empty_factor(rows.shape[1]), 0
+    for block in torch.split(rows.clone(), list(blocks)):
+        m = dask_rank.add_rows_(R, m, block)
+    if m < R.shape[1]:
+        dask_rank._factor_leading_(R, m)
+    assert m == rows.shape[0]
+    return R
+
+
+@pytest.mark.parametrize("m_a,m_b,blocks_a", [(23, 9, (7, 16)), (50, 23, (11, 13, 19, 7)),
+                                              (23, 19, (23,)), (41, 41, (40, 1))])
+def test_factors_added_and_combined_in_place_equal_the_stacked_qr(m_a, m_b, blocks_a):
+    """Rows added to a U x U factor in blocks (copied, factored at U rows, folded after) and two
+    factors combined in place (stacked below U rows, folded a block of rows at a time past it)
+    give the QR factor of all rows stacked, with exact zero rows past their count; the factor
+    folded into is the overwritten one, the other is left unchanged."""
+    U = 37
+    g = torch.Generator().manual_seed(m_a * m_b)
+    J_a, J_b = (torch.randn(m, U, generator=g, dtype=torch.float64) for m in (m_a, m_b))
+    A, B = _factor_of(J_a, blocks_a), _factor_of(J_b, (m_b,))
+    for R, J in ((A, J_a), (B, J_b)):
+        k = min(J.shape[0], U)
+        torch.testing.assert_close(signed_rows(R[:k]), signed_rows(torch.linalg.qr(J, mode="r").R),
+                                   rtol=0, atol=1e-12)
+        assert torch.equal(R, R.triu()) and not R[k:].any()
+    B_before = B.clone()
+    R = dask_rank.combine_factors_(A, m_a, B, m_b, step=5)  # several blocks of B's rows
+    k = min(m_a + m_b, U)
+    stacked = torch.linalg.qr(torch.cat([J_a, J_b]), mode="r").R
+    assert R.data_ptr() == A.data_ptr() and torch.equal(B, B_before)
+    assert torch.equal(R, R.triu()) and not R[k:].any()
+    torch.testing.assert_close(signed_rows(R[:k]), signed_rows(stacked), rtol=0, atol=1e-12)
+
+
+def test_gathered_factors_stay_unchanged_while_the_root_grows(scheduler):
+    """On an in-process cluster (where the client receives the workers' own tensors) a factor
+    gathered after one batch is not changed by the next batch's tree steps, which overwrite the
+    root; the grown factor has the stacked Jacobian's singular values (chunks of 84 and 72 rows
+    cross U = 68 inside a block of 36)."""
+    arch = Architecture((6, 5, 4), (3, 2), 3, "softmax")
+    local = LocalRows(arch, 7, torch.device("cpu"))
+    remote = dask_rank.DaskRows(arch, 7, scheduler, lambda _m: None)
+    remote.block = 3
+    assert remote.in_process and remote.n_cols == 68
+    gathered = []
+    try:
+        gen = seeded_generator(7, "inputs")
+        for n in (13, 4, 1):
+            X = torch.randn((n, 6, 3), generator=gen, dtype=torch.float64)
+            local.add(X)
+            remote.add(X)
+            R = remote.factor(lambda _m: None)
+            gathered.append((R, R.clone()))
+    finally:
+        remote.close()
+    for R, copy in gathered:
+        assert torch.equal(R, copy)
+    J = local.factor(lambda _m: None)
+    assert J.shape == (18 * 12, 68) and R.shape == (68, 68)
+    s_J, s_R = torch.linalg.svdvals(J), torch.linalg.svdvals(R)
+    assert float((s_J - s_R).abs().max() / s_J[0]) < 1e-10
+    assert torch.allclose(J.norm(dim=0), R.norm(dim=0), rtol=1e-10, atol=0)
+    assert remote.backend["chunks"] == 2 + 2 + 1
+
+
 def _cli(args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -145,8 +213,10 @@ def test_chunks_have_one_per_thread_and_at_most_two_u_rows():
 
 
 def test_dask_client_estimate_is_the_u_by_u_factor():
-    """The client's estimate is two U x U matrices plus fixed costs, whatever N; far below the
-    local estimate of a large network, whose rows it never holds."""
+    """The client's estimate is two U x U matrices plus fixed costs, whatever N; below the local
+    full route's of a large network (its factor with two copies, rows and a Jacobian block). A
+    worker's is one U x U factor with a block of rows, or a tree step's two factors and a copied
+    block of rows."""
     arch = Architecture((64, 64, 64), (8, 8), 16, "softmax")
     U = arch.n_params - (8 * 8 * 2 + 64 * 64)
     client = dask_client_estimate(arch)
@@ -155,12 +225,21 @@ def test_dask_client_estimate_is_the_u_by_u_factor():
     # The worker's chunk is the largest `chunk_samples` allows (one thread): 11 of 13 samples.
     rows = dask_rank.chunk_samples(13, 1, 16 * 64, U) * 16 * 64
     assert rows == 11 * 1024
-    assert dask_worker_estimate(arch).parts["chunk rows, stack and R"] == (2 * rows * U + U * U) * 8
+    panel = 3 * 64 * U * 8  # the fold's products of a panel of 64 reflectors with the factor
+    worker = dask_worker_estimate(arch)
+    assert worker.parts["chunk factor (U x U, rows added in place)"] == U * U * 8 + panel
+    # A tree step folds U / 16 = 376 rows of one factor into the other at a time.
+    assert dask_fold_rows(U) == 376
+    assert worker.parts["tree step (two U x U factors, one folded into the other)"] == \
+        (2 * U * U + 376 * U) * 8 + panel
     big = Architecture((128, 128, 128), (16, 16), 16, "softmax")
-    assert dask_client_estimate(big).peak < numerical_estimate(big, route="full").peak / 3
+    assert dask_client_estimate(big).peak < 0.6 * numerical_estimate(big, route="full").peak
     worker = dask_worker_estimate(big)
-    assert worker.parts["tree step (two factors, stack, QR)"] == 5 * 24064 ** 2 * 8
-    assert "one worker thread" in worker.what
+    # 64 MiB of its 24,064 columns are 348 rows (U / 16 would be 1504).
+    assert dask_fold_rows(24064) == 348
+    assert worker.parts["tree step (two U x U factors, one folded into the other)"] == \
+        (2 * 24064 ** 2 + 348 * 24064 + 3 * 64 * 24064) * 8
+    assert worker.peak < 10 ** 10 and "one worker thread" in worker.what
 
 
 def test_dask_client_over_budget_is_refused_before_connecting():
@@ -173,7 +252,8 @@ def test_dask_client_over_budget_is_refused_before_connecting():
 
 def test_dask_workers_refuse_a_rank_over_their_budget(small_workers):
     """Workers of 1 GB compute a small rank (as the local path does) and refuse the 10,240-
-    parameter one, whose one-task estimate (a 6016^2 tree step) exceeds their budget."""
+    parameter one, whose one-task estimate (a Jacobian block beside a 6016^2 factor) exceeds
+    their budget."""
     small = Architecture((5, 4, 3), (2, 1), 6, "softmax")
     assert _quiet_dim(small, backend="dask", scheduler=small_workers).dimension == \
         _quiet_dim(small).dimension

@@ -2,16 +2,11 @@
 
 import pytest
 import torch
+from conftest import signed_rows
 
 from neuromanifold import Architecture, numerical_dim
 from neuromanifold.dimension import numerical
 from neuromanifold.dimension.fold import fold_rows_
-
-
-def _signed(R: torch.Tensor) -> torch.Tensor:
-    """R with rows signed so that its diagonal is non-negative (QR is unique up to these signs)."""
-    s = torch.sign(torch.diagonal(R))
-    return R * torch.where(s == 0, torch.ones_like(s), s)[:, None]
 
 
 @pytest.mark.parametrize("n,k,m,panel", [(7, 3, 5, 4), (70, 150, 33, 16), (130, 41, 0, 64), (45, 17, 900, 8)])
@@ -25,7 +20,7 @@ def test_fold_equals_the_qr_of_the_stacked_rows(n, k, m, panel):
     fold_rows_(R, K, companions=(top, bottom) if m else None, panel=panel)
     Q, R_ref = torch.linalg.qr(torch.cat([R0, K0]), mode="complete")
     assert torch.equal(R, torch.triu(R))
-    torch.testing.assert_close(_signed(R), _signed(R_ref[:n]), rtol=0, atol=1e-12)
+    torch.testing.assert_close(signed_rows(R), signed_rows(R_ref[:n]), rtol=0, atol=1e-12)
     if m:
         rotated = Q.T @ torch.cat([top0, bottom0])
         signs = torch.sign(torch.diagonal(R)) * torch.sign(torch.diagonal(R_ref))
@@ -40,7 +35,7 @@ def test_fold_of_a_full_block_is_a_plain_householder_qr():
     R0, K0 = torch.randn(6, 6, generator=g, dtype=torch.float64), torch.randn(5, 6, generator=g, dtype=torch.float64)
     R, K = R0.clone(), K0.clone()
     fold_rows_(R, K, panel=8)
-    torch.testing.assert_close(_signed(R), _signed(torch.linalg.qr(torch.cat([R0, K0]), mode="r").R),
+    torch.testing.assert_close(signed_rows(R), signed_rows(torch.linalg.qr(torch.cat([R0, K0]), mode="r").R),
                                rtol=0, atol=1e-12)
 
 

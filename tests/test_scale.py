@@ -135,13 +135,14 @@ def test_sweep_stores_items_over_budget_as_refused(tmp_path):
 
 def test_memory_restates_the_block_sizes_of_the_computing_modules():
     """memory.py needs no torch, so it restates these; they must agree with the modules'."""
-    from neuromanifold.dimension import exact, jacobians, numerical
+    from neuromanifold.dimension import exact, fold, jacobians, numerical
 
     assert memory.NUMERICAL_ROW_BLOCK_BYTES == numerical._ROW_BLOCK_BYTES
     assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
     assert memory.NUMERICAL_FOLD_ROWS_BYTES == numerical._FOLD_ROWS_BYTES
     assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
     assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
+    assert memory.FOLD_PANEL == fold.PANEL
     from neuromanifold.dimension import ball
 
     assert memory.BALL_DEFAULT_PRECISION == ball.DEFAULT_PRECISION

@@ -8,12 +8,48 @@ sweeps -> dimension), so the connection to a cluster lives here and the sweep ba
 NOTE: [Reduction of row blocks] For row blocks J_1, J_2 with QR factors J_i = Q_i R_i,
 [J_1; J_2] = diag(Q_1, Q_2) [R_1; R_2], and a QR [R_1; R_2] = Q R gives [J_1; J_2] = Q' R with
 Q' = diag(Q_1, Q_2) Q orthonormal, so R^T R = J^T J for the stacked J: R has J's singular values
-and J's column norms (the column scaling of the rank rule sees the same matrix). Each worker
-factors its chunk of rows (R_i has min(m_i, U) x U entries, U the columns kept: the gauge's free
-columns or the complement of the symmetry tangents); pairs of factors are stacked and factored
-again in a binary tree on the workers; the caller gathers the root and reads the rank from its
-singular values by the one rank rule (`dimension.rank`). A new batch of samples is a new subtree
-whose root is combined with the previous R.
+and J's column norms (the column scaling of the rank rule sees the same matrix). Every factor is
+held in one U x U buffer (U the columns kept: the gauge's free columns or the complement of the
+symmetry tangents) with the number of rows m it stands for: below U rows its first m rows are
+the triangular factor and the rest are exact zeros; from U rows on it is the U x U factor. Each
+worker copies its chunk's rows into such a buffer as they come, factors the first U in place
+and folds the later ones in (`fold.fold_rows_`); a tree step of two factors works in the storage
+of the one with more rows: it stacks the other's rows under it and factors them in place while
+they are at most U, and otherwise folds the other's rows into it (NOTE [Folding a triangular
+factor]). A tree step thus holds its two inputs and a block of rows, 2 U^2 floats and a little,
+where a QR of the stacked pair held 5 U^2. The caller gathers the root and reads the rank from
+its singular values by the one rank rule (`dimension.rank`). A new batch of samples is a new
+subtree whose root is combined with the previous R.
+
+NOTE: [Folding a triangular factor] Rows r0..r1 of an upper triangular (or trapezoidal) factor B
+are zero left of column r0. In the QR of [A; K] with A upper triangular and K zero in its first
+r0 columns, the reflectors of those columns are the identity (nothing below the diagonal to
+annihilate), so A's first r0 rows stay and the fold is that of K's other columns into A's
+trailing block A[r0:, r0:], itself upper triangular. Folding B into A a block of rows at a time
+that way costs about 2/3 U^3 operations (what LAPACK's tpqrt does), where a generic QR of the
+stacked 2U x U pair costs 10/3 U^3.
+
+NOTE: [In-place tree steps] A tree step overwrites one input, the factor it folds into, and only
+reads the other (its blocks of rows are copied before being folded). This is safe because
+nothing reads an input after its tree step:
+- `DaskRows.factor` puts each chunk's future and the previous root into `level` once, and each
+  round pairs every entry with one neighbour or carries it alone to the next round, so every
+  future has exactly one consuming task. Two entries of `level` never share a tensor: a tree
+  step returns its overwritten input inside a new result, and the input's own future is in no
+  later round (it may stay in memory until the client drops it, read by no one).
+- The client gathers only the root (`factor`), and before the next batch's tree step that will
+  overwrite it is even submitted. Over TCP the client receives a deserialised copy; on an
+  in-process cluster (`inproc://`) it receives the worker's own tensor, so `factor` copies it
+  there. `as_completed` waits for the chunks without gathering them.
+- A worker that fetches an input from another worker overwrites its own copy (a separate object
+  except in-process), and a fetched input is sent only to its one consumer. Dask steals only
+  tasks not yet running, so no second copy of the consumer reads the input while it is
+  overwritten. If that worker dies, the lost results are recomputed from the chunk tasks, whose
+  inputs (the samples) are never written.
+- A tree step that fails midway leaves its target half folded; the computation fails with it
+  (no retries are requested), so no one reads that target.
+`tests/test_dask_dim.py` checks that a gathered factor stays unchanged while later batches are
+combined with the root, and that the grown rank equals the local one.
 
 The workers receive the architecture, the seed and the input samples X of their chunk (N x d_0 x t
 floats, drawn by the caller from the same seeded stream and in the same blocks as the local path,
@@ -33,6 +69,8 @@ import torch
 
 from ..core.architecture import Architecture
 from ..errors import InputError, ResourceError
+from .fold import fold_rows_
+from .memory import dask_fold_rows
 from .numerical import _ROW_BLOCK_BYTES
 from .result import Progress
 
@@ -125,26 +163,75 @@ def _split_task(arch: Architecture, seed: int, samples: int | None, threads: int
     return split.rank, time.perf_counter() - t0
 
 
-def stacked_factor(blocks: list[torch.Tensor]) -> torch.Tensor:
-    """The triangular factor R (min(m, U) x U) of the rows of `blocks` stacked (m x U in all):
-    R^T R = S^T S for their stack S. The stack is built column-major and factored in place
-    (LAPACK geqrf), so the working set is the stack and R: a tree step holds 5 U^2 floats with
-    its two inputs, where torch.linalg.qr's copy of the stack would make it 7."""
-    m, U = sum(b.shape[0] for b in blocks), blocks[0].shape[1]
-    stack = torch.empty((U, m), dtype=blocks[0].dtype).T  # column-major m x U
-    start = 0
-    for b in blocks:
-        stack[start: start + b.shape[0]] = b
-        start += b.shape[0]
-    tau = torch.empty(min(m, U), dtype=stack.dtype)
-    torch.geqrf(stack, out=(stack, tau))
-    return stack[: min(m, U)].triu()
+def empty_factor(n_cols: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A U x U factor of no rows (zeros, U = `n_cols`), column-major so that LAPACK factors its
+    leading rows in place (NOTE [Reduction of row blocks])."""
+    return torch.zeros((n_cols, n_cols), dtype=dtype).T
+
+
+def _factor_leading_(R: torch.Tensor, m: int) -> None:
+    """Replace the first m rows of the column-major U x U `R` (m <= U) in place by their
+    triangular factor (LAPACK geqrf on the leading rows, with R's leading dimension); the rows
+    from m on are left as they are."""
+    if m == 0:
+        return
+    head = R[:m]
+    tau = torch.empty(min(m, R.shape[1]), dtype=R.dtype)
+    torch.geqrf(head, out=(head, tau))
+    head.triu_()  # clears the reflectors stored below the diagonal
+
+
+def add_rows_(R: torch.Tensor, m: int, K: torch.Tensor) -> int:
+    """Add the rows `K` (k x U) to the factor `R` (U x U) of `m` rows; returns the new count.
+
+    Below U rows, R's first m rows are the rows themselves (raw, not yet factored) and the rest
+    are zeros: K's rows are copied under them, and the block that brings the count to U has the
+    U rows factored in place; later rows are folded in (`fold.fold_rows_`, which overwrites K).
+    A caller that stops below U rows factors them with `_factor_leading_(R, m)`.
+    """
+    U = R.shape[1]
+    if m < U:
+        take = min(U - m, K.shape[0])
+        R[m: m + take] = K[:take]
+        m += take
+        K = K[take:]
+        if m == U:
+            _factor_leading_(R, U)
+    if K.shape[0]:
+        fold_rows_(R, K)
+        m += K.shape[0]
+    return m
+
+
+def combine_factors_(A: torch.Tensor, m_a: int, B: torch.Tensor, m_b: int,
+                     step: int | None = None) -> torch.Tensor:
+    """The factor of the rows of the factors A (m_a rows) and B (m_b rows), both U x U, built in
+    A's storage: A is overwritten and returned, B is only read (NOTE [Reduction of row blocks]).
+
+    While m_a + m_b <= U, B's rows are stacked under A's and factored in place (the rows past
+    m_a + m_b stay exact zeros); past U, B's rows are folded into A a block at a time, each into
+    A's trailing block only (NOTE [Folding a triangular factor]), `step` rows at a time
+    (default `memory.dask_fold_rows`). Working set: A, B and one copied block of B's rows with
+    the fold's panel (`memory.dask_tree_step_bytes`).
+    """
+    U = A.shape[1]
+    if m_a + m_b <= U:
+        A[m_a: m_a + m_b] = B[:m_b]
+        _factor_leading_(A, m_a + m_b)
+        return A
+    step = step or dask_fold_rows(U)
+    for r0 in range(0, min(m_b, U), step):
+        r1 = min(m_b, U, r0 + step)
+        # A copy, never a view: fold_rows_ overwrites its rows, and B is only read here.
+        K = B[r0:r1, r0:].clone(memory_format=torch.contiguous_format)
+        fold_rows_(A[r0:, r0:], K)
+    return A
 
 
 def chunk_samples(n_samples: int, parts: int, rows_per_sample: int, n_cols: int) -> int:
     """Samples per chunk of a batch of `n_samples`: one chunk per worker thread, but at most
-    2 U rows (U = `n_cols`) so that a chunk's rows, their stack and R stay within a tree step's
-    5 U^2 floats; at least one sample."""
+    2 U rows (U = `n_cols`), so that a lost worker or a slow chunk costs at most that; at least
+    one sample. A chunk's memory does not grow with its rows (they are folded as they come)."""
     per = -(-n_samples // parts)
     return max(1, min(per, (2 * n_cols) // rows_per_sample))
 
@@ -152,26 +239,32 @@ def chunk_samples(n_samples: int, parts: int, rows_per_sample: int, n_cols: int)
 def _chunk_task(arch: Architecture, seed: int, X: torch.Tensor, block: int,
                 threads: int | None) -> dict:
     """On a worker: the rows J Q2 of the samples X, computed `block` samples at a time as the
-    local path computes them, reduced to their triangular factor R; with the tangent leak and
-    the seconds spent."""
+    local path computes them, and added to a U x U triangular factor as they come (`add_rows_`);
+    with the rows it stands for, the tangent leak and the seconds spent."""
     t0 = time.perf_counter()
     params, split = _prepared(arch, seed, threads)
-    rows, leak = [], 0.0
-    with AUTODIFF_LOCK:
-        for sub in torch.split(X, block):
+    R, m, leak = None, 0, 0.0
+    for sub in torch.split(X, block):
+        with AUTODIFF_LOCK:
             reduced, sub_leak = split.rows(arch, params, sub)
-            rows.append(reduced)
-            leak = max(leak, sub_leak)
-    R = stacked_factor(rows)
-    del rows
-    return {"R": R, "leak": leak, "seconds": time.perf_counter() - t0}
+        if R is None:
+            R = empty_factor(reduced.shape[1], reduced.dtype)
+        m = add_rows_(R, m, reduced)
+        del reduced
+        leak = max(leak, sub_leak)
+    if m < R.shape[1]:
+        _factor_leading_(R, m)
+    return {"R": R, "rows": m, "leak": leak, "seconds": time.perf_counter() - t0}
 
 
 def _combine_task(a: dict, b: dict) -> dict:
-    """On a worker: the triangular factor of two stacked factors (NOTE [Reduction of row blocks])."""
+    """On a worker: the factor of two factors' rows, built in the storage of the one with more
+    rows, which is overwritten (NOTE [In-place tree steps])."""
     t0 = time.perf_counter()
-    R = stacked_factor([a["R"], b["R"]])
-    return {"R": R, "leak": max(a["leak"], b["leak"]),
+    if b["rows"] > a["rows"]:
+        a, b = b, a
+    R = combine_factors_(a["R"], a["rows"], b["R"], b["rows"])
+    return {"R": R, "rows": a["rows"] + b["rows"], "leak": max(a["leak"], b["leak"]),
             "seconds": a["seconds"] + b["seconds"] + time.perf_counter() - t0}
 
 
@@ -221,18 +314,16 @@ class DaskRows:
         self.waiting.append(X.cpu())
 
     def scaled_factor(self, say: Progress) -> torch.Tensor:
-        """`factor()` with unit columns, scaled in place (the client's copy; the root stays on
+        """`factor()` with unit columns, scaled in place (the client's own copy; the root stays on
         the cluster for the next batch), so that the client holds one U x U matrix."""
         from .rank import unit_scaled  # noqa: PLC0415
 
-        R = self.factor(say)
-        if self.in_process:  # the result is the worker's own object, not a copy: keep the root
-            R = R.clone()
-        return unit_scaled(R, dim=0, inplace=True)
+        return unit_scaled(self.factor(say), dim=0, inplace=True)
 
     def factor(self, say: Progress) -> torch.Tensor:
         """Wait for the chunks, reduce them (and the previous R) by a tree on the workers, and
-        gather the root: a triangular factor with the singular values of every row so far."""
+        gather the root: a triangular factor with the singular values of every row so far (its
+        first min(rows, U) rows: the others are zeros), the client's own copy."""
         from distributed import as_completed  # noqa: PLC0415
 
         t0 = time.perf_counter()
@@ -253,11 +344,14 @@ class DaskRows:
         self.root = level[0]
         say(f"dask: {total} chunk factors combined by a tree on the workers; gathering R")
         out = self.root.result()
+        R = out["R"][: out["rows"]]
+        if self.in_process:  # the worker's own tensor, which the next tree step overwrites
+            R = R.clone()
         self.leak = out["leak"]
         self.backend["chunks"] += total
         self.backend["worker_seconds"] = out["seconds"]
         self.seconds_jacobian += time.perf_counter() - t0
-        return out["R"]
+        return R
 
     def note(self) -> str:
         """The split's note (built on a worker) and where the rows were computed."""

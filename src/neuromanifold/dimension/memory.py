@@ -33,6 +33,9 @@ NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
 NUMERICAL_FOLD_ROWS_BYTES = 512 * MIB   # numerical._FOLD_ROWS_BYTES
 AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
 EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
+FOLD_PANEL = 64                         # fold.PANEL
+# Bytes of a factor's rows that a tree step of the rank on Dask copies and folds at once.
+DASK_FOLD_BLOCK_BYTES = 64 * MIB
 # From this many free columns on, `numerical_dim` (route "auto") eliminates the last value matrix
 # before reading the rank (`dimension.elimination`): the matrix it factorises loses d_l d_{l-1}
 # columns. Below it the full matrix takes seconds, and results stay exactly as they were.
@@ -336,29 +339,43 @@ def dask_client_estimate(arch: Architecture) -> MemoryEstimate:
                           "parameters)", int(sum(parts.values())), parts, advice)
 
 
+def dask_fold_rows(cols: int) -> int:
+    """Rows of a U x U factor (U = `cols`) that a tree step on Dask copies and folds into the
+    other factor at once: a sixteenth of U, so that the blocks follow the triangle closely, at
+    most DASK_FOLD_BLOCK_BYTES of them, at least a panel of the fold."""
+    return max(FOLD_PANEL, min(-(-cols // 16), DASK_FOLD_BLOCK_BYTES // (8 * cols)))
+
+
+def dask_tree_step_bytes(cols: int) -> int:
+    """Working set of a tree step on Dask: the two U x U factors (one overwritten), a copied
+    block of rows (`dask_fold_rows`) and the fold's panel temporaries (its reflectors' products
+    with the rest of the factor, `fold._apply`)."""
+    return (2 * cols * cols + min(cols, dask_fold_rows(cols)) * cols + 3 * FOLD_PANEL * cols) * 8
+
+
 def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> MemoryEstimate:
-    """Peak of one task of a Dask worker in that rank: a chunk of at most 2 U rows
-    (`dask_rank.chunk_samples`, U the columns kept), computed one block of the local path at a
-    time, with their stack and its R; or a tree step (the two U x U factors it combines, their
-    stack factored in place and the new factor: 5 U^2 floats, measured 3 U^2 above the two
-    inputs); the dense tangents where no gauge applies; the worker process itself. Factors waiting
-    on a worker for their tree step are not counted (Dask spills them to disk past its memory
-    target)."""
+    """Peak of one task of a Dask worker in that rank (`dimension.dask_rank`), U the columns kept:
+    a chunk computes its rows one block of the local path at a time and adds each block to its
+    U x U factor as it comes (copied in up to U rows, folded in after), so it holds the factor
+    and one block; a tree step holds the two U x U factors it combines, one overwritten, and a
+    copied block of the other's rows with the fold's panel temporaries: 2 U^2 floats and a
+    little, where a QR of the stacked pair held 5 U^2. Also the dense tangents where no gauge
+    applies, and the worker process itself. Factors waiting on a worker for their tree step are
+    not counted (Dask spills them to disk past its memory target)."""
     _, cols = _upper_guess(arch)
     per_sample = arch.tokens * arch.widths[-1]
     N = _first_samples(arch, _valid_samples(samples), None)
     n_chunk = max(1, min(N, (2 * cols) // per_sample))
-    chunk_rows = n_chunk * per_sample
     parts = {"torch": _BASE_BYTES, "dask worker": DASK_WORKER_BYTES,
              **_row_block_parts(arch, min(n_chunk, _block_samples(arch)))}
-    # The chunk's reduced rows, their column-major stack (factored in place) and its R.
-    parts["chunk rows, stack and R"] = (2 * chunk_rows * cols + min(chunk_rows, cols) * cols) * 8
-    parts["tree step (two factors, stack, QR)"] = 5 * cols * cols * 8
+    # The factor and the fold's panel temporaries (the block of rows is the Jacobian block's).
+    parts["chunk factor (U x U, rows added in place)"] = (cols * cols + 3 * FOLD_PANEL * cols) * 8
+    parts["tree step (two U x U factors, one folded into the other)"] = dask_tree_step_bytes(cols)
     held = parts.get("symmetry tangents", 0) / 3
     peak = parts["torch"] + parts["dask worker"] + max(
         parts.get("symmetry tangents", 0),
-        held + parts["Jacobian block"] + parts["chunk rows, stack and R"],
-        held + parts["tree step (two factors, stack, QR)"])
+        held + parts["Jacobian block"] + parts["chunk factor (U x U, rows added in place)"],
+        held + parts["tree step (two U x U factors, one folded into the other)"])
     advice = ("Give the workers more memory (dask worker --memory-limit, shared by its threads), "
               "or use smaller --widths or --keys")
     return MemoryEstimate(f"numerical rank of {arch} on Dask, one worker thread", int(peak), parts,
