@@ -250,6 +250,22 @@ def test_dask_client_over_budget_is_refused_before_connecting():
                           scheduler="tcp://127.0.0.1:9", max_memory="1M")
 
 
+def test_a_local_cluster_is_checked_as_client_plus_workers_before_starting():
+    """Without --scheduler the client and both workers share this machine: their estimates add
+    up, and the 40,960-parameter network is refused up front with a budget each part alone meets."""
+    from neuromanifold.dimension import memory
+    from neuromanifold.dimension.dask_rank import LOCAL_WORKERS
+
+    arch = Architecture((128, 128, 128), (16, 16), 16, "softmax")
+    whole = memory.local_cluster_estimate(arch, LOCAL_WORKERS)
+    client, worker = memory.dask_client_estimate(arch), memory.dask_worker_estimate(arch)
+    assert whole.peak == client.peak + LOCAL_WORKERS * worker.peak
+    budget = max(client.peak, worker.peak) + 2 ** 30
+    assert budget < whole.peak
+    with pytest.raises(ResourceError, match="on a local Dask cluster"):
+        neuromanifold_dim(arch, method="numerical", backend="dask", max_memory=str(budget))
+
+
 def test_dask_workers_refuse_a_rank_over_their_budget(small_workers):
     """Workers of 1 GB compute a small rank (as the local path does) and refuse the 10,240-
     parameter one, whose one-task estimate (a Jacobian block beside a 6016^2 factor) exceeds

@@ -382,6 +382,20 @@ def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> Memo
                           advice)
 
 
+def local_cluster_estimate(arch: Architecture, n_workers: int,
+                           samples: int | None = None) -> MemoryEstimate:
+    """Peak of a numerical rank on a LocalCluster this process starts: the client and its
+    `n_workers` single-threaded workers share one machine, so their peaks add up (each worker
+    checks only its own budget)."""
+    client, worker = dask_client_estimate(arch), dask_worker_estimate(arch, samples)
+    parts = {"client": client.peak, f"{n_workers} workers": n_workers * worker.peak}
+    advice = ("Use smaller --widths or --keys, or pass --scheduler ADDRESS to run the workers "
+              "on other machines")
+    return MemoryEstimate(f"numerical rank of {arch} on a local Dask cluster (client and "
+                          f"{n_workers} workers on this machine)",
+                          int(sum(parts.values())), parts, advice)
+
+
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
     """Peak of `exact_dim`: tangents mod p, the rows of S J (built chunk by chunk on all columns,
     kept on the free ones) and the flint matrix with the copy its rank works on."""

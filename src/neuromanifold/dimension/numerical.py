@@ -116,14 +116,20 @@ def say_device(dev: torch.device, say: Progress) -> None:
 
 
 def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
-                  route: str = "auto") -> None:
+                  route: str = "auto", scheduler: str | None = None) -> None:
     """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
     budget (`max_memory`, default 80% of the available memory); a GPU run is checked against
     the GPU's memory instead, once the device is resolved (`check_gpu_memory`).
-    On Dask this is the client's peak (the workers check their own: `dask_rank`)."""
-    from .memory import check_memory, dask_client_estimate, numerical_estimate  # noqa: PLC0415
+    On Dask this is the client's peak (the workers check their own: `dask_rank`); with no
+    scheduler address, the client and the LocalCluster's workers together, all on this machine."""
+    from .memory import (check_memory, dask_client_estimate, local_cluster_estimate,  # noqa: PLC0415
+                         numerical_estimate)
 
-    if backend == "dask":
+    if backend == "dask" and scheduler is None:
+        from .dask_rank import LOCAL_WORKERS  # noqa: PLC0415
+
+        check_memory(local_cluster_estimate(arch, LOCAL_WORKERS, samples), max_memory)
+    elif backend == "dask":
         check_memory(dask_client_estimate(arch), max_memory)
     elif str(device) != "cuda":
         check_memory(numerical_estimate(arch, samples, route=route), max_memory,
@@ -174,7 +180,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                         "The elimination runs in this process; use backend 'local'.")
     if backend == "dask":
         route = "full"
-    _check_memory(arch, samples, max_memory, device, backend, route)
+    _check_memory(arch, samples, max_memory, device, backend, route, scheduler)
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
