@@ -254,3 +254,98 @@ def test_slowly_decaying_spectrum_still_proves_a_strong_lower_bound():
     r = neuromanifold_dim(arch, method="certified", seed=0)
     # An independent float64 rank reads about 47 here; the largest-gap rule alone read 4.
     assert r.status == "lower-bound" and 40 <= r.lower_bound <= r.upper_bound == 50
+
+
+# One token, softmax, residual, no norm: every attention layer is z -> (I + V) z (family 13).
+ONE_TOKEN = {
+    "three layers": Architecture((3, 3, 3, 3), (2, 1, 3), 1, "softmax", heads=(2, 3, 1),
+                                 residual=True, mlp=(2, 0, 4), activation="tanh"),
+    "stacked values": Architecture((4, 4, 4), (2, 3), 1, "softmax", 0.7, heads=(2, 3),
+                                   values=(2, 3), residual=True, mlp=(3, 5), activation="gelu"),
+    "wide value": Architecture((5, 5, 5), (3, 2), 1, "softmax", heads=(1, 2), values=(6, 3),
+                               residual=True, mlp=(2, 4), activation="relu"),
+}
+
+
+def _layer_value(arch, blocks, j):
+    """V_j = sum over heads of the value maps (O W with value widths)."""
+    return sum(blocks[f"V_{j}_{h}"] if f"V_{j}_{h}" in blocks
+               else blocks[f"O_{j}_{h}"] @ blocks[f"W_{j}_{h}"]
+               for h in range(1, arch.head_counts[j - 1] + 1))
+
+
+def _add_to_layer_value(arch, blocks, j, delta):
+    """Blocks whose layer-j value sum is V_j + delta: on V_{j,1}, or O_{j,h} += delta pinv(S)_h
+    with S the heads' W stacked (pinv(S) S = I when S has full column rank)."""
+    out = dict(blocks)
+    if f"V_{j}_1" in blocks:
+        out[f"V_{j}_1"] = blocks[f"V_{j}_1"] + delta
+        return out
+    v = arch.values[j - 1]
+    heads = range(1, arch.head_counts[j - 1] + 1)
+    lift = torch.linalg.pinv(torch.cat([blocks[f"W_{j}_{h}"] for h in heads]))
+    for h in heads:
+        out[f"O_{j}_{h}"] = blocks[f"O_{j}_{h}"] + delta @ lift[:, (h - 1) * v: h * v]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ONE_TOKEN))
+def test_one_token_basis_changes_leave_outputs_unchanged(name):
+    """Family 13: d^2 tangents per pair of consecutive layers, in the float Jacobian's kernel,
+    and a finite B (V_i -> B (I + V_i) - I, P_i -> P_i B^-1, U_i -> B U_i,
+    V_{i+1} -> (I + V_{i+1}) B^-1 - I) leaves the outputs unchanged to round-off."""
+    arch = ONE_TOKEN[name]
+    d, layers = arch.widths[0], arch.n_layers
+    blocks = random_block_weights(arch, seed=4)
+    tangents, counts = tangent_rows(arch, blocks)
+    assert counts[-1] == ("one-token basis changes", d * d * (layers - 1))
+    family = tangents[-counts[-1][1]:]
+    assert int(torch.linalg.matrix_rank(family)) == d * d * (layers - 1)
+    X = torch.randn((5, d, 1), dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    assert float((J @ family.T).abs().max()) < 1e-10 * float(J.abs().max()) * float(family.abs().max())
+    before = block_forward(arch, blocks, X)
+    eye = torch.eye(d, dtype=torch.float64)
+    for i in range(1, layers):
+        B = eye + 0.3 * torch.randn((d, d), dtype=torch.float64,
+                                    generator=torch.Generator().manual_seed(10 + i))
+        moved = _add_to_layer_value(arch, blocks, i,
+                                    B @ (eye + _layer_value(arch, blocks, i)) - eye
+                                    - _layer_value(arch, blocks, i))
+        after_value = _layer_value(arch, blocks, i + 1)
+        moved = _add_to_layer_value(arch, moved, i + 1, (eye + after_value) @ torch.linalg.inv(B)
+                                    - eye - after_value)
+        if arch.mlp_widths[i - 1]:
+            moved[f"P_{i}"] = blocks[f"P_{i}"] @ torch.linalg.inv(B)
+            moved[f"U_{i}"] = B @ blocks[f"U_{i}"]
+        changed = max(float((moved[k] - blocks[k]).abs().max()) for k in blocks)
+        assert changed > 0.05
+        assert torch.allclose(block_forward(arch, moved, X), before, atol=1e-12, rtol=1e-11)
+
+
+def test_one_token_basis_changes_certify_the_missing_case():
+    """Widths 4,4,4, keys 2,2, residual, gelu MLP 2,2, t = 1: dimension 48 of 96, certified (the
+    bound was 64 without family 13) and settled numerically with bound 48."""
+    arch = Architecture((4, 4, 4), (2, 2), 1, "softmax", residual=True, mlp=(2, 2),
+                        activation="gelu")
+    r = neuromanifold_dim(arch, method="certified")
+    assert (r.dimension, r.status, r.lower_bound, r.upper_bound) == (48, "certified", 48, 48)
+    assert r.symmetries["one-token basis changes"] == 16 and r.symmetries["one-token softmax"] == 24
+    n = neuromanifold_dim(arch, method="numerical", seed=1)
+    assert (n.dimension, n.status, n.upper_bound) == (48, "settled", 48)
+
+
+@pytest.mark.parametrize("arch", [
+    Architecture((4, 4, 4), (2, 2), 2, "softmax", residual=True, mlp=(2, 3), activation="gelu"),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", residual=True, mlp=(2, 3), activation="gelu",
+                 norm="rmsnorm"),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", values=(2, 3), residual=True, mlp=(2, 3),
+                 activation="gelu"),
+    Architecture((4, 4, 4), (2, 3), 1, "lightning", residual=True, mlp=(2, 3)),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", mlp=(2, 3), activation="gelu"),
+], ids=["two tokens", "rmsnorm", "narrow values", "lightning", "no residual"])
+def test_one_token_basis_changes_only_where_layers_are_linear(arch):
+    """Family 13 is absent for t = 2, a norm, lightning, no residual (family 5 acts there), and
+    value widths whose heads cannot reach every V (H v < d): none is linear in z with every V."""
+    _, counts = tangent_rows(arch, random_block_weights(arch, seed=4))
+    assert counts[-1] == ("one-token basis changes", 0)

@@ -22,6 +22,9 @@ report each family's *incremental* rank (what it adds to the families before it)
                                  also V_1 -> V_1 + E, V_h -> V_h - E (unfactored values)
  12. norm rotations:             producer -> G producer, readers R -> R D G^-1 D^-1 (D = diag(g))
                                  for orthogonal G (fixing 1 for layernorm)    (norm, no residual)
+ 13. one-token basis changes:    V_i -> B (I + V_i) - I, MLP i -> conjugated by B (P B^-1, B U),
+                                 V_{i+1} -> (I + V_{i+1}) B^-1 - I for B in GL(d) (softmax,
+                                 t = 1, residual, no norm; NOTE: [One-token basis changes])
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
@@ -48,7 +51,9 @@ non-polynomial blocks (`dimension.ball_blocks`) uses them all:
   12   for orthogonal G, rmsnorm(G Y) = G rmsnorm(Y), and layernorm too when G 1 = 1; without a
        residual every reader R sees the stream as R D N(Y), so G D^-1 ... cancels. The tangent
        (E M, -R D E D^-1) for antisymmetric E (E 1 = 0 for layernorm) times prod_j g_j is an
-       integer polynomial, as in 9.
+       integer polynomial, as in 9;
+  13   softmax only (t = 1 makes it constant; lightning's one-token layer is cubic in z), no
+       norm (N(B z) != B N(z)), any activation (B acts outside the MLP's P and U).
 The relu rescaling and every other tangent lie in the Jacobian's kernel wherever the map is
 differentiable, which is all the bound needs (docs/certified_softmax.md).
 """
@@ -76,6 +81,7 @@ FAMILIES = (
     "layernorm shifts",
     "one-token softmax",
     "norm rotations",
+    "one-token basis changes",
 )
 
 
@@ -84,6 +90,7 @@ class TangentOps:
     """Arithmetic for tangents: float torch, or residues mod p."""
 
     mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    add: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     neg: Callable[[torch.Tensor], torch.Tensor]
     inv: Callable[[torch.Tensor], torch.Tensor]
     times: Callable[[int, torch.Tensor], torch.Tensor]
@@ -102,8 +109,8 @@ def _float_kernel(M: torch.Tensor) -> torch.Tensor | None:
     return vh[nr.rank:].T
 
 
-FLOAT_OPS = TangentOps(mm=lambda A, B: A @ B, neg=lambda x: -x, inv=torch.linalg.inv,
-                       times=lambda c, x: c * x, kernel=_float_kernel)
+FLOAT_OPS = TangentOps(mm=lambda A, B: A @ B, add=lambda A, B: A + B, neg=lambda x: -x,
+                       inv=torch.linalg.inv, times=lambda c, x: c * x, kernel=_float_kernel)
 
 
 def _value_names(blocks: dict, i: int, h: int) -> tuple[str, str]:
@@ -209,6 +216,9 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
                             first[r, c] = 1
                             other[r, c] = ops.neg(torch.ones_like(other[r, c]))
                             put(FAMILIES[10], {f"V_{i}_1": first, f"V_{i}_{h}": other})
+        if (arch.attention == "softmax" and arch.tokens == 1 and arch.residual
+                and arch.norm == "none" and i < arch.n_layers):
+            _basis_changes(arch, blocks, i, ops, lambda parts: put(FAMILIES[12], parts))
     return [(name, out[name]) for name in FAMILIES]
 
 
@@ -300,6 +310,81 @@ def _norm_rotations(arch: Architecture, blocks: dict, i: int, ops: TangentOps, p
                 for name in readers:
                     parts[name] = ops.neg(ops.mm(blocks[name], inner))
                 put(parts)
+
+
+# NOTE: [One-token basis changes]
+# With softmax attention and one token (t = 1) the softmax of the single score is 1, so without a
+# norm attention layer j is the linear map z -> z + V_j z, V_j = sum_h V_{j,h} (Q, K unused: family
+# 11), and with a residual the network is the composition (input z_0 in R^d, all widths d)
+#     z -> (I + V_1) -> mlp'_1 -> (I + V_2) -> mlp'_2 -> ... -> (I + V_l) -> mlp'_l,
+# mlp'_j(y) = y + U_j s(P_j y) (the identity when m_j = 0); there are no biases and the output is
+# the stream after mlp'_l. Inserting B^-1 B (B in GL(d)) between (I + V_i) and (I + V_{i+1}):
+#     B (I + V_i)               = I + V_i',      V_i'     = B (I + V_i) - I,
+#     B mlp'_i B^-1 (y)         = y + (B U_i) s((P_i B^-1) y),
+#     (I + V_{i+1}) B^-1        = I + V_{i+1}', V_{i+1}' = (I + V_{i+1}) B^-1 - I,
+# so the function is unchanged for every activation s. At B = I + e X the tangent is
+#     dV_i = X (I + V_i),  dP_i = -P_i X,  dU_i = X U_i,  dV_{i+1} = -(I + V_{i+1}) X,
+# d^2 directions (X = E_rs) per consecutive pair i, i + 1 (i < l: the input and the output fix
+# the basis at both ends). It needs a residual (without one, family 5 acts instead, between
+# every writer and reader) and no norm (N(B z) != B N(z) for a general B).
+# The layer's V_j is realised in the parameters as follows. Unfactored values: dV_j goes on
+# head 1 (V_{j,1} is free, and the sum sees it whole). Factored values V_{j,h} = O_{j,h} W_{j,h}:
+# stack S = [W_{j,1}; ...; W_{j,H}] (H v_j x d); when H v_j >= d it has full column rank at a
+# generic point, S^+ = (S^T S)^-1 S^T = [L_1 ... L_H] (blocks of v_j columns) has S^+ S = I, and
+# dO_{j,h} = dV_j L_h gives sum_h dO_{j,h} W_{j,h} = dV_j S^+ S = dV_j (rational in the weights,
+# with the denominator det(S^T S), checked non-zero by the inverse, as for head mixing). With
+# H v_j < d the sum of the heads has rank <= H v_j < d and a general X (I + V_j) leaves that
+# set, so the pair is left out.
+
+
+def _basis_changes(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """GL(d) of the stream between the linear one-token layers i and i + 1 (NOTE: [One-token
+    basis changes]): V_i -> B (I + V_i) - I, P_i -> P_i B^-1, U_i -> B U_i,
+    V_{i+1} -> (I + V_{i+1}) B^-1 - I."""
+    lifts = [_value_lift(arch, blocks, j, ops) for j in (i, i + 1)]
+    if None in lifts:
+        return
+    d = arch.widths[i]
+    eye = torch.eye(d, dtype=next(iter(blocks.values())).dtype)
+    before, after = (ops.add(eye, _layer_value(arch, blocks, j, ops)) for j in (i, i + 1))
+    mlp = arch.mlp_widths[i - 1] > 0
+    for r in range(d):
+        for s in range(d):
+            d_before, d_after = torch.zeros_like(before), torch.zeros_like(after)
+            d_before[r] = before[s]                      # E_rs (I + V_i): row r is row s
+            d_after[:, s] = ops.neg(after[:, r])         # -(I + V_{i+1}) E_rs: column s
+            parts = {**lifts[0](d_before), **lifts[1](d_after)}
+            if mlp:
+                P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
+                parts[f"P_{i}"] = torch.zeros_like(P)
+                parts[f"P_{i}"][:, s] = ops.neg(P[:, r])  # -P E_rs
+                parts[f"U_{i}"] = torch.zeros_like(U)
+                parts[f"U_{i}"][r] = U[s]                  # E_rs U
+            put(parts)
+
+
+def _layer_value(arch: Architecture, blocks: dict, j: int, ops: TangentOps) -> torch.Tensor:
+    """V_j = sum_h V_{j,h} (O_{j,h} W_{j,h} with value widths)."""
+    total = None
+    for h in range(1, arch.head_counts[j - 1] + 1):
+        w_name, o_name = _value_names(blocks, j, h)
+        value = blocks[w_name] if w_name == o_name else ops.mm(blocks[o_name], blocks[w_name])
+        total = value if total is None else ops.add(total, value)
+    return total
+
+
+def _value_lift(arch: Architecture, blocks: dict, j: int, ops: TangentOps):
+    """dV_j -> parameter directions with sum_h dV_{j,h} = dV_j, or None where the heads cannot
+    realise every dV_j (factored, H v_j < d; NOTE: [One-token basis changes])."""
+    if f"V_{j}_1" in blocks:
+        return lambda dV: {f"V_{j}_1": dV}
+    H, v = arch.head_counts[j - 1], arch.values[j - 1]
+    stacked = torch.cat([blocks[f"W_{j}_{h}"] for h in range(1, H + 1)])
+    if stacked.shape[0] < stacked.shape[1]:
+        return None
+    left = ops.mm(ops.inv(ops.mm(stacked.T.contiguous(), stacked)), stacked.T.contiguous())
+    return lambda dV: {f"O_{j}_{h}": ops.mm(dV, left[:, (h - 1) * v: h * v].contiguous())
+                       for h in range(1, H + 1)}
 
 
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
