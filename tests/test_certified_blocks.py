@@ -254,3 +254,152 @@ def test_slowly_decaying_spectrum_still_proves_a_strong_lower_bound():
     r = neuromanifold_dim(arch, method="certified", seed=0)
     # An independent float64 rank reads about 47 here; the largest-gap rule alone read 4.
     assert r.status == "lower-bound" and 40 <= r.lower_bound <= r.upper_bound == 50
+
+
+# One token, softmax, residual, no norm: every attention layer is z -> (I + V) z (family 13).
+ONE_TOKEN = {
+    "three layers": Architecture((3, 3, 3, 3), (2, 1, 3), 1, "softmax", heads=(2, 3, 1),
+                                 residual=True, mlp=(2, 0, 4), activation="tanh"),
+    "stacked values": Architecture((4, 4, 4), (2, 3), 1, "softmax", 0.7, heads=(2, 3),
+                                   values=(2, 3), residual=True, mlp=(3, 5), activation="gelu"),
+    "wide value": Architecture((5, 5, 5), (3, 2), 1, "softmax", heads=(1, 2), values=(6, 3),
+                               residual=True, mlp=(2, 4), activation="relu"),
+}
+
+
+def _assert_in_kernel(arch, blocks, rows, seed):
+    """rows (tangents) map to round-off under the float Jacobian at 4 one-token inputs."""
+    X = torch.randn((4, arch.widths[0], 1), dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(seed))
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    assert float((J @ rows.T).abs().max()) < 1e-10 * float(J.abs().max()) * float(rows.abs().max())
+
+
+def _layer_value(arch, blocks, j):
+    """V_j = sum over heads of the value maps (O W with value widths)."""
+    return sum(blocks[f"V_{j}_{h}"] if f"V_{j}_{h}" in blocks
+               else blocks[f"O_{j}_{h}"] @ blocks[f"W_{j}_{h}"]
+               for h in range(1, arch.head_counts[j - 1] + 1))
+
+
+def _add_to_layer_value(arch, blocks, j, delta):
+    """Blocks whose layer-j value sum is V_j + delta: on V_{j,1}, or O_{j,h} += delta pinv(S)_h
+    with S the heads' W stacked (pinv(S) S = I when S has full column rank)."""
+    out = dict(blocks)
+    if f"V_{j}_1" in blocks:
+        out[f"V_{j}_1"] = blocks[f"V_{j}_1"] + delta
+        return out
+    v = arch.values[j - 1]
+    heads = range(1, arch.head_counts[j - 1] + 1)
+    lift = torch.linalg.pinv(torch.cat([blocks[f"W_{j}_{h}"] for h in heads]))
+    for h in heads:
+        out[f"O_{j}_{h}"] = blocks[f"O_{j}_{h}"] + delta @ lift[:, (h - 1) * v: h * v]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ONE_TOKEN))
+def test_one_token_basis_changes_leave_outputs_unchanged(name):
+    """Family 13: d^2 tangents per pair of consecutive layers, in the float Jacobian's kernel,
+    and a finite B (V_i -> B (I + V_i) - I, P_i -> P_i B^-1, U_i -> B U_i,
+    V_{i+1} -> (I + V_{i+1}) B^-1 - I) leaves the outputs unchanged to round-off."""
+    arch = ONE_TOKEN[name]
+    d, layers = arch.widths[0], arch.n_layers
+    blocks = random_block_weights(arch, seed=4)
+    tangents, counts = tangent_rows(arch, blocks)
+    assert counts[-1] == ("one-token basis changes", d * d * (layers - 1))
+    family = tangents[-counts[-1][1]:]
+    assert int(torch.linalg.matrix_rank(family)) == d * d * (layers - 1)
+    _assert_in_kernel(arch, blocks, family, 9)
+    X = torch.randn((5, d, 1), dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    before = block_forward(arch, blocks, X)
+    eye = torch.eye(d, dtype=torch.float64)
+    for i in range(1, layers):
+        B = eye + 0.3 * torch.randn((d, d), dtype=torch.float64,
+                                    generator=torch.Generator().manual_seed(10 + i))
+        moved = _add_to_layer_value(arch, blocks, i,
+                                    B @ (eye + _layer_value(arch, blocks, i)) - eye
+                                    - _layer_value(arch, blocks, i))
+        after_value = _layer_value(arch, blocks, i + 1)
+        moved = _add_to_layer_value(arch, moved, i + 1, (eye + after_value) @ torch.linalg.inv(B)
+                                    - eye - after_value)
+        if arch.mlp_widths[i - 1]:
+            moved[f"P_{i}"] = blocks[f"P_{i}"] @ torch.linalg.inv(B)
+            moved[f"U_{i}"] = B @ blocks[f"U_{i}"]
+        changed = max(float((moved[k] - blocks[k]).abs().max()) for k in blocks)
+        assert changed > 0.05
+        assert torch.allclose(block_forward(arch, moved, X), before, atol=1e-12, rtol=1e-11)
+
+
+# Value widths with H v < d: the heads' sum has rank H v, so only the X whose dV stays in that
+# set act; each such layer costs (d - H v)^2 of the d^2 (l - 1) directions.
+NARROW = {
+    "three layers": (Architecture((4, 4, 4, 4), (2, 3, 1), 1, "softmax", heads=(1, 2, 1),
+                                  values=(2, 1, 3), residual=True, mlp=(3, 0, 2),
+                                  activation="gelu"), 2 * 16 - 4 - 4 - 1),
+    "two layers": (Architecture((5, 5, 5), (3, 2), 1, "softmax", heads=(2, 1), values=(1, 4),
+                                residual=True, mlp=(2, 3), activation="tanh"), 25 - 9 - 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NARROW))
+def test_one_token_basis_changes_with_narrow_values(name):
+    """H v < d: family 13 has d^2 (l - 1) - sum (d - H v)^2 independent tangents, all in the float
+    Jacobian's kernel (dO = M W^+, dW = O^+ M (1 - W^+ W) realises each layer's dV = M)."""
+    arch, count = NARROW[name]
+    blocks = random_block_weights(arch, seed=7)
+    tangents, counts = tangent_rows(arch, blocks)
+    assert counts[-1] == ("one-token basis changes", count)
+    family = tangents[-count:]
+    assert int(torch.linalg.matrix_rank(family)) == count
+    _assert_in_kernel(arch, blocks, family, 3)
+
+
+@pytest.mark.parametrize("arch,truth,family", [
+    (Architecture((4, 4, 4), (2, 2), 1, "softmax", residual=True, mlp=(2, 2), activation="gelu"),
+     48, 16),
+    (Architecture((4, 4, 4), (2, 3), 1, "softmax", values=(2, 3), residual=True, mlp=(3, 2),
+                  activation="gelu"), 56, 11),
+], ids=["unfactored", "narrow values"])
+def test_one_token_basis_changes_certify(arch, truth, family):
+    """t = 1, residual, gelu MLP: widths 4,4,4 keys 2,2 (96 parameters) has dimension 48, and
+    keys 2,3 values 2,3 (120) has 56, both certified (the bounds were 64 and 67 before family 13)
+    and settled numerically with the bound equal to the rank."""
+    r = neuromanifold_dim(arch, method="certified")
+    assert (r.dimension, r.status, r.lower_bound, r.upper_bound) == (truth, "certified", truth,
+                                                                     truth)
+    assert r.symmetries["one-token basis changes"] == family
+    n = neuromanifold_dim(arch, method="numerical", seed=1)
+    assert (n.dimension, n.status, n.upper_bound) == (truth, "settled", truth)
+
+
+@pytest.mark.parametrize("arch", [
+    Architecture((4, 4, 4), (2, 2), 2, "softmax", residual=True, mlp=(2, 3), activation="gelu"),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", residual=True, mlp=(2, 3), activation="gelu",
+                 norm="rmsnorm"),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", values=(1, 1), residual=True, mlp=(2, 3),
+                 activation="gelu"),
+    Architecture((4, 4, 4), (2, 3), 1, "lightning", residual=True, mlp=(2, 3)),
+    Architecture((4, 4, 4), (2, 3), 1, "softmax", mlp=(2, 3), activation="gelu"),
+], ids=["two tokens", "rmsnorm", "rank one values", "lightning", "no residual"])
+def test_one_token_basis_changes_only_where_layers_are_linear(arch):
+    """Family 13 is absent for t = 2, a norm, lightning, no residual (family 5 acts there): the
+    layers are not linear maps of the stream; and with rank-one values on d = 4 the 2 (4 - 1)^2
+    conditions exceed the 16 directions."""
+    _, counts = tangent_rows(arch, random_block_weights(arch, seed=4))
+    assert counts[-1] == ("one-token basis changes", 0)
+
+
+def test_one_token_value_widths_only_the_heads_sum_matters():
+    """t = 1 with value widths: GL(H v) on the heads' stacked W and side-by-side O (family 11's
+    cross-head part, H (H - 1) v^2 rows) lies in the kernel, and closes a layernorm block:
+    widths 4,4,4, keys 2,3, heads 2,2, values 1,3, tanh MLP 3,2 has dimension 57 of 200,
+    certified."""
+    arch = Architecture((4, 4, 4), (2, 3), 1, "softmax", heads=(2, 2), values=(1, 3),
+                        residual=True, mlp=(3, 2), activation="tanh", norm="layernorm")
+    blocks = random_block_weights(arch, seed=5)
+    tangents, counts = tangent_rows(arch, blocks)
+    count = dict(counts)
+    assert count["one-token softmax"] == 2 * 2 * (2 + 3) * 4 + 2 * 1 * (1 + 9)
+    _assert_in_kernel(arch, blocks, tangents, 6)
+    r = certified_block_dim(arch, seed=2)
+    assert (r.dimension, r.status, r.upper_bound) == (57, "certified", 57)

@@ -19,9 +19,14 @@ report each family's *incremental* rank (what it adds to the families before it)
  10. layernorm shifts:           a producer M -> M + 1 x^T, as layernorm ignores 1 (layernorm,
                                  no residual: every reader of M's output is behind a norm)
  11. one-token softmax:         every Q, K entry when the softmax has one token (t = 1); then
-                                 also V_1 -> V_1 + E, V_h -> V_h - E (unfactored values)
+                                 also V_1 -> V_1 + E, V_h -> V_h - E (unfactored values), or
+                                 GL(H v) on the heads' W stacked and O side by side (value widths)
  12. norm rotations:             producer -> G producer, readers R -> R D G^-1 D^-1 (D = diag(g))
                                  for orthogonal G (fixing 1 for layernorm)    (norm, no residual)
+ 13. one-token basis changes:    V_i -> B (I + V_i) - I, MLP i -> conjugated by B (P B^-1, B U),
+                                 V_{i+1} -> (I + V_{i+1}) B^-1 - I for B in GL(d) (softmax,
+                                 t = 1, residual, no norm; with value widths H v < d only the
+                                 B the heads can follow; NOTE: [One-token basis changes])
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
@@ -44,11 +49,16 @@ non-polynomial blocks (`dimension.ball_blocks`) uses them all:
   10   layernorm(Y + 1 y^T) = layernorm(Y); without a residual the stream after a producer is
        read only through the next norm (the network's output is never normed, and `_stages`
        lists only boundaries with readers);
-  11   a softmax over one token is the constant 1, so the layer is sum_h V_h N(z);
+  11   a softmax over one token is the constant 1, so the layer is sum_h V_h N(z) (with value
+       widths sum_h O_h W_h = [O_1 ... O_H] [W_1; ...; W_H], a product GL(H v) acts on);
   12   for orthogonal G, rmsnorm(G Y) = G rmsnorm(Y), and layernorm too when G 1 = 1; without a
        residual every reader R sees the stream as R D N(Y), so G D^-1 ... cancels. The tangent
        (E M, -R D E D^-1) for antisymmetric E (E 1 = 0 for layernorm) times prod_j g_j is an
-       integer polynomial, as in 9.
+       integer polynomial, as in 9;
+  13   softmax only (t = 1 makes it constant; lightning's one-token layer is cubic in z), no
+       norm (N(B z) != B N(z)), any activation (B acts outside the MLP's P and U); the
+       tangents are rational (one-sided inverses) and, with narrow value widths, taken in the
+       kernel of a matrix checked to have full rank, as in 7.
 The relu rescaling and every other tangent lie in the Jacobian's kernel wherever the map is
 differentiable, which is all the bound needs (docs/certified_softmax.md).
 """
@@ -76,6 +86,7 @@ FAMILIES = (
     "layernorm shifts",
     "one-token softmax",
     "norm rotations",
+    "one-token basis changes",
 )
 
 
@@ -84,6 +95,7 @@ class TangentOps:
     """Arithmetic for tangents: float torch, or residues mod p."""
 
     mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    add: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     neg: Callable[[torch.Tensor], torch.Tensor]
     inv: Callable[[torch.Tensor], torch.Tensor]
     times: Callable[[int, torch.Tensor], torch.Tensor]
@@ -102,8 +114,8 @@ def _float_kernel(M: torch.Tensor) -> torch.Tensor | None:
     return vh[nr.rank:].T
 
 
-FLOAT_OPS = TangentOps(mm=lambda A, B: A @ B, neg=lambda x: -x, inv=torch.linalg.inv,
-                       times=lambda c, x: c * x, kernel=_float_kernel)
+FLOAT_OPS = TangentOps(mm=lambda A, B: A @ B, add=lambda A, B: A + B, neg=lambda x: -x,
+                       inv=torch.linalg.inv, times=lambda c, x: c * x, kernel=_float_kernel)
 
 
 def _value_names(blocks: dict, i: int, h: int) -> tuple[str, str]:
@@ -209,6 +221,10 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
                             first[r, c] = 1
                             other[r, c] = ops.neg(torch.ones_like(other[r, c]))
                             put(FAMILIES[10], {f"V_{i}_1": first, f"V_{i}_{h}": other})
+            else:
+                _stacked_values(arch, blocks, i, ops, lambda parts: put(FAMILIES[10], parts))
+    if arch.attention == "softmax" and arch.tokens == 1 and arch.residual and arch.norm == "none":
+        _basis_changes(arch, blocks, ops, lambda parts: put(FAMILIES[12], parts))
     return [(name, out[name]) for name in FAMILIES]
 
 
@@ -300,6 +316,167 @@ def _norm_rotations(arch: Architecture, blocks: dict, i: int, ops: TangentOps, p
                 for name in readers:
                     parts[name] = ops.neg(ops.mm(blocks[name], inner))
                 put(parts)
+
+
+def _stacked_values(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> None:
+    """One token, value widths: the layer reads its heads only through sum_h O_h W_h = O W with
+    O = [O_1 ... O_H] (d_i x H v) and W = [W_1; ...; W_H] (H v x d_{i-1}), so GL(H v) acts:
+    W -> G W, O -> O G^-1. The blocks of G inside one head are family 2; the ones across heads
+    g != h (row r of head g, column s of head h): dW_g[r] = W_h[s], dO_h[:, s] = -O_g[:, r]."""
+    H, v = arch.head_counts[i - 1], arch.values[i - 1]
+    for g in range(1, H + 1):
+        for h in range(1, H + 1):
+            if g == h:
+                continue
+            for r in range(v):
+                for s in range(v):
+                    dW = torch.zeros_like(blocks[f"W_{i}_{g}"])
+                    dO = torch.zeros_like(blocks[f"O_{i}_{h}"])
+                    dW[r] = blocks[f"W_{i}_{h}"][s]
+                    dO[:, s] = ops.neg(blocks[f"O_{i}_{g}"][:, r])
+                    put({f"W_{i}_{g}": dW, f"O_{i}_{h}": dO})
+
+
+# NOTE: [One-token basis changes]
+# With softmax attention and one token (t = 1) the softmax of the single score is 1, so without a
+# norm attention layer j is the linear map z -> z + V_j z, V_j = sum_h V_{j,h} (Q, K unused: family
+# 11), and with a residual the network is the composition (input z_0 in R^d, all widths d)
+#     z -> (I + V_1) -> mlp'_1 -> (I + V_2) -> mlp'_2 -> ... -> (I + V_l) -> mlp'_l,
+# mlp'_j(y) = y + U_j s(P_j y) (the identity when m_j = 0); there are no biases and the output is
+# the stream after mlp'_l. Inserting B^-1 B (B in GL(d)) between (I + V_i) and (I + V_{i+1}):
+#     B (I + V_i)               = I + V_i',      V_i'     = B (I + V_i) - I,
+#     B mlp'_i B^-1 (y)         = y + (B U_i) s((P_i B^-1) y),
+#     (I + V_{i+1}) B^-1        = I + V_{i+1}', V_{i+1}' = (I + V_{i+1}) B^-1 - I,
+# so the function is unchanged for every activation s. At B = I + e X_i the tangent is
+#     dV_i = X_i (I + V_i),  dP_i = -P_i X_i,  dU_i = X_i U_i,  dV_{i+1} = -(I + V_{i+1}) X_i,
+# d^2 directions (X_i = E_rs) per consecutive pair i, i + 1 (i < l: the input and the output fix
+# the basis at both ends). It needs a residual (without one, family 5 acts instead, between
+# every writer and reader) and no norm (N(B z) != B N(z) for a general B).
+# A tangent must be realised in the parameters: layer j's dV_j = X_j (I + V_j) - (I + V_j) X_{j-1}
+# (X_0 = X_l = 0) must be a derivative of sum_h V_{j,h}.
+#   Unfactored values: every dV_j is, on head 1 (the sum sees it whole).
+#   Value widths, H v_j >= d: with O = [O_{j,1} ... O_{j,H}] (d x H v) and W = [W_{j,1}; ...;
+#     W_{j,H}] (H v x d), V_j = O W; W has full column rank at a generic point, its left inverse
+#     W^+ = (W^T W)^-1 W^T gives W^+ W = I, and dO = dV_j W^+ realises every dV_j.
+#   Value widths, r = H v_j < d: V_j = O W has rank r, and the derivatives dO W + O dW are
+#     exactly the M with U^T M K = 0, U (d x (d - r)) spanning {u : u^T O = 0} and K spanning
+#     the kernel of W ((d - r)^2 conditions). Such an M is realised by dO = M W^+,
+#     dW = O^+ M (1 - W^+ W) with the one-sided inverses W^+ = W^T (W W^T)^-1 and
+#     O^+ = (O^T O)^-1 O^T: dO W + O dW = M W^+ W + O O^+ M (1 - W^+ W) = M, because the columns
+#     of M (1 - W^+ W) lie in M K's column space, inside the column space of O (U^T M K = 0), on
+#     which O O^+ is the identity. So only the X = (X_1, ..., X_{l-1}) with U_j^T dV_j K_j = 0
+#     at every such layer give tangents: the kernel of a matrix linear in X (taken, as in family
+#     7, only when that matrix has full rank at this point, so the count is the generic one).
+# Inverses make the tangents rational in the weights; the inverse (mod p) and the kernel's rank
+# check show the denominators are non-zero at the point, as for head mixing.
+
+
+def _basis_changes(arch: Architecture, blocks: dict, ops: TangentOps, put) -> None:
+    """GL(d) of the stream between consecutive linear one-token layers (NOTE: [One-token basis
+    changes]): V_i -> B (I + V_i) - I, P_i -> P_i B^-1, U_i -> B U_i,
+    V_{i+1} -> (I + V_{i+1}) B^-1 - I, restricted to the X whose dV every layer's heads realise."""
+    d, layers = arch.widths[0], range(1, arch.n_layers + 1)
+    eye = torch.eye(d, dtype=next(iter(blocks.values())).dtype)
+    value_sets = {j: _value_set(arch, blocks, j, ops) for j in layers}
+    if any(value_set is None for value_set in value_sets.values()):
+        return
+    units = []                         # each X_i = E_rs: {slot: direction}, linear in X
+    for i in layers[:-1]:
+        before, after = (ops.add(eye, _layer_value(arch, blocks, j, ops)) for j in (i, i + 1))
+        for r in range(d):
+            for s in range(d):
+                unit = {("V", i): torch.zeros_like(before), ("V", i + 1): torch.zeros_like(after)}
+                unit[("V", i)][r] = before[s]                   # E_rs (I + V_i): row r is row s
+                unit[("V", i + 1)][:, s] = ops.neg(after[:, r])  # -(I + V_{i+1}) E_rs
+                if arch.mlp_widths[i - 1] > 0:
+                    P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
+                    unit[f"P_{i}"], unit[f"U_{i}"] = torch.zeros_like(P), torch.zeros_like(U)
+                    unit[f"P_{i}"][:, s] = ops.neg(P[:, r])      # -P E_rs
+                    unit[f"U_{i}"][r] = U[s]                     # E_rs U
+                units.append(unit)
+    if any(condition is not None for _, condition in value_sets.values()):
+        conditions = torch.stack([torch.cat([condition(unit.get(("V", j), None))
+                                             for j, (_, condition) in value_sets.items()
+                                             if condition is not None]) for unit in units], dim=1)
+        if conditions.shape[0] >= conditions.shape[1]:
+            return
+        basis = ops.kernel(conditions)
+        if basis is None:
+            return
+        units = _combine(units, basis, ops)
+    for unit in units:
+        parts = {}
+        for slot, direction in unit.items():
+            if isinstance(slot, tuple):
+                parts.update(value_sets[slot[1]][0](direction))
+            else:
+                parts[slot] = direction
+        put(parts)
+
+
+def _combine(units: list[dict], basis: torch.Tensor, ops: TangentOps) -> list[dict]:
+    """The combinations sum_u basis[u, k] units[u], one per column k of basis."""
+    slots = {slot: direction for unit in units for slot, direction in unit.items()}
+    combined = [{} for _ in range(basis.shape[1])]
+    for slot, sample in slots.items():
+        shape = sample.shape
+        stack = torch.stack([unit[slot].reshape(-1) if slot in unit
+                             else torch.zeros_like(sample).reshape(-1) for unit in units])
+        mixed = ops.mm(basis.T.contiguous(), stack)
+        for k, unit in enumerate(combined):
+            unit[slot] = mixed[k].reshape(shape)
+    return combined
+
+
+def _layer_value(arch: Architecture, blocks: dict, j: int, ops: TangentOps) -> torch.Tensor:
+    """V_j = sum_h V_{j,h} (O_{j,h} W_{j,h} with value widths)."""
+    total = None
+    for h in range(1, arch.head_counts[j - 1] + 1):
+        w_name, o_name = _value_names(blocks, j, h)
+        value = blocks[w_name] if w_name == o_name else ops.mm(blocks[o_name], blocks[w_name])
+        total = value if total is None else ops.add(total, value)
+    return total
+
+
+def _value_set(arch: Architecture, blocks: dict, j: int, ops: TangentOps):
+    """(lift, condition) for layer j's sum of heads V_j (NOTE: [One-token basis changes]): lift
+    maps a realisable dV_j to parameter directions; condition(dV_j) = vec(U^T dV_j K), zero exactly
+    for the realisable dV_j, is None when every dV_j is. None where a one-sided inverse or a
+    kernel is not of full rank at this point."""
+    if f"V_{j}_1" in blocks:
+        return (lambda dV: {f"V_{j}_1": dV}), None
+    H, v = arch.head_counts[j - 1], arch.values[j - 1]
+    heads = range(1, H + 1)
+    W = torch.cat([blocks[f"W_{j}_{h}"] for h in heads])
+    O = torch.cat([blocks[f"O_{j}_{h}"] for h in heads], dim=1)
+    Wt, Ot = W.T.contiguous(), O.T.contiguous()
+    if W.shape[0] >= W.shape[1]:
+        left = ops.mm(ops.inv(ops.mm(Wt, W)), Wt)
+        return (lambda dV: {f"O_{j}_{h}": ops.mm(dV, left[:, (h - 1) * v: h * v].contiguous())
+                            for h in heads}), None
+    U, K = ops.kernel(Ot), ops.kernel(W)
+    if U is None or K is None:
+        return None
+    W_plus = ops.mm(Wt, ops.inv(ops.mm(W, Wt)))
+    O_plus = ops.mm(ops.inv(ops.mm(Ot, O)), Ot)
+    eye = torch.eye(W.shape[1], dtype=W.dtype)
+    off_rows = ops.add(eye, ops.neg(ops.mm(W_plus, W)))        # 1 - W^+ W
+    Ut = U.T.contiguous()
+
+    def lift(dV):
+        dO, dW = ops.mm(dV, W_plus), ops.mm(O_plus, ops.mm(dV, off_rows))
+        out = {}
+        for h in heads:
+            out[f"O_{j}_{h}"] = dO[:, (h - 1) * v: h * v].contiguous()
+            out[f"W_{j}_{h}"] = dW[(h - 1) * v: h * v].contiguous()
+        return out
+
+    def condition(dV):
+        if dV is None:
+            return torch.zeros(U.shape[1] * K.shape[1], dtype=W.dtype)
+        return ops.mm(ops.mm(Ut, dV), K).reshape(-1)
+
+    return lift, condition
 
 
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:

@@ -50,8 +50,9 @@ def fp_ops(p: int) -> TangentOps:
             return None
         return torch.from_numpy(nullspace_mod_p(M.numpy(), p))
 
-    return TangentOps(mm=lambda A, B: matmul_mod(A, B, p), neg=lambda x: (-x).remainder(p),
-                      inv=inv, times=lambda c, x: (c * x).remainder(p), kernel=kernel)
+    return TangentOps(mm=lambda A, B: matmul_mod(A, B, p), add=lambda A, B: (A + B).remainder(p),
+                      neg=lambda x: (-x).remainder(p), inv=inv,
+                      times=lambda c, x: (c * x).remainder(p), kernel=kernel)
 
 
 def random_blocks_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
