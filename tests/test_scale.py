@@ -197,6 +197,25 @@ def test_softmax_auto_and_certified_are_checked_too(method):
     assert certified_softmax_estimate(arch).peak > numerical_estimate(arch).peak
 
 
+def test_auto_does_not_escalate_past_its_parameter_limit(monkeypatch):
+    """A thin gap past ESCALATE_MAX_PARAMS keeps the numerical answer with a note naming the limit
+    and --method certified; at or below it the same gap is escalated and certified."""
+    import neuromanifold.dimension.api as api
+
+    monkeypatch.setattr(api, "ESCALATE_GAP_DECADES", 1e9)  # every gap counts as thin
+    small_arch, big_arch = (Architecture((3, 4, 2), (2, 1), 3, "softmax"),
+                            Architecture((5, 3, 2), (2, 1), 3, "softmax"))
+    monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS", small_arch.n_params)
+    assert big_arch.n_params > small_arch.n_params
+    big = neuromanifold_dim(big_arch, method="auto")
+    assert (big.method, big.status) == ("numerical", "settled")
+    assert any(f"past the {small_arch.n_params} up to which auto escalates" in n
+               and "--method certified" in n for n in big.notes)
+    small = neuromanifold_dim(small_arch, method="auto")
+    assert (small.method, small.status) == ("certified", "certified")
+    assert small.dimension == neuromanifold_dim(small_arch, method="numerical").dimension
+
+
 def test_auto_keeps_its_numerical_answer_when_the_escalation_would_not_fit(monkeypatch):
     """A thin gap that cannot be escalated within the budget keeps the numerical result, with a
     note saying why it was not escalated (never a silent certified claim, never a lost answer)."""
