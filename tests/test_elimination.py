@@ -129,3 +129,26 @@ def test_the_41k_and_92k_networks_are_estimated_within_16_gb_and_the_164k_one_ab
 def test_memory_restates_the_sketch_size():
     """memory.py needs no torch, so it restates the sketch size; the two must agree."""
     assert memory.SKETCH_PER_SAMPLE == elimination.SKETCH_PER_SAMPLE
+
+
+def test_blocks_that_exactly_fill_the_input_rows_give_the_one_block_reduction(monkeypatch):
+    """Rows kept whole that reach exactly d_{l-1} (here 70 > one fold panel, after 10 samples of
+    t = 7) are reduced before the next block is folded in: sample by sample, Y^T Y and R_M^T R_M
+    equal those of one block of all samples, and R_M is triangular."""
+    monkeypatch.setattr(elimination, "SKETCH_PER_SAMPLE", 10 ** 6)
+    arch = Architecture((70, 70, 2), (3, 2), 7, "softmax")
+    W = random_weights(arch, 17)
+    params, split = flatten(W), gauge_split(arch, W)
+    X = random_inputs(arch, 14, 17)
+
+    def reduce(blocks):
+        elim = elimination.LastValueElimination(arch, split, torch.Generator().manual_seed(1))
+        Y = torch.cat([elim.rows(arch, params, X[a:b])[0] for a, b in blocks])
+        return Y.T @ Y, elim._R
+
+    gram_one, R_one = reduce([(0, 14)])
+    gram_each, R_each = reduce([(i, i + 1) for i in range(14)])
+    assert torch.equal(R_each, torch.triu(R_each))
+    torch.testing.assert_close(R_each.T @ R_each, R_one.T @ R_one, rtol=1e-9, atol=1e-12)
+    scale = gram_one.abs().max()
+    assert (gram_each - gram_one).abs().max() / scale < 1e-7

@@ -29,14 +29,12 @@ def test_fold_equals_the_qr_of_the_stacked_rows(n, k, m, panel):
         torch.testing.assert_close(bottom.T @ bottom, rotated[n:].T @ rotated[n:], rtol=0, atol=1e-10)
 
 
-def test_fold_of_a_full_block_is_a_plain_householder_qr():
-    """Within one panel an R with entries below its diagonal is still folded exactly."""
+def test_fold_refuses_an_r_that_is_not_triangular():
+    """Entries below R's diagonal would be ignored by the panels: refused, not folded wrongly."""
     g = torch.Generator().manual_seed(9)
-    R0, K0 = torch.randn(6, 6, generator=g, dtype=torch.float64), torch.randn(5, 6, generator=g, dtype=torch.float64)
-    R, K = R0.clone(), K0.clone()
-    fold_rows_(R, K, panel=8)
-    torch.testing.assert_close(signed_rows(R), signed_rows(torch.linalg.qr(torch.cat([R0, K0]), mode="r").R),
-                               rtol=0, atol=1e-12)
+    R, K = torch.randn(130, 130, generator=g, dtype=torch.float64), torch.randn(5, 130, generator=g, dtype=torch.float64)
+    with pytest.raises(ValueError, match="upper triangular"):
+        fold_rows_(R, K)
 
 
 def test_fold_checks_shapes():

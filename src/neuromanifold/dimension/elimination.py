@@ -112,7 +112,7 @@ class LastValueElimination:
         if self._top is None:  # B^T J_r of every group, side by side (filled in place from here on)
             self._top = torch.zeros((d_in, d_l * self.columns), dtype=J_new.dtype, device=J_new.device)
         m0 = self._filled
-        if m0 + n * t <= d_in:  # too few rows to reduce yet: keep them whole
+        if m0 + n * t < d_in:  # too few rows to reduce yet: keep them whole (exactly d_in: reduce)
             self._top[m0:m0 + n * t] = J_new
             self._R = M_new if self._R is None else torch.cat([self._R, M_new])
             self._filled += n * t

@@ -54,7 +54,8 @@ def fold_rows_(R: torch.Tensor, K: torch.Tensor, companions: tuple | None = None
                panel: int = PANEL) -> None:
     """Replace the n x n upper triangular `R` in place by the triangular factor of [R; K].
 
-    `K` (k x n) is overwritten (on return it holds the reflectors, not rows). With
+    `K` (k x n) is overwritten (zeros on return). An `R` with entries below its diagonal is
+    refused (ValueError): the panels would silently ignore them. With
     `companions=(C_top, C_bottom)` (n x m and k x m), [C_top; C_bottom] is replaced in place by
     Q^T [C_top; C_bottom], Q the orthogonal factor with [R; K] = Q [R_new; 0]: C_bottom then holds
     the rows the factorisation leaves below R.
@@ -64,6 +65,8 @@ def fold_rows_(R: torch.Tensor, K: torch.Tensor, companions: tuple | None = None
         raise ValueError(f"fold_rows_ needs R n x n and K k x n; got {tuple(R.shape)}, {tuple(K.shape)}")
     if k == 0 or n == 0:
         return
+    if bool(torch.tril(R, diagonal=-1).any()):
+        raise ValueError("fold_rows_ needs R upper triangular; it has entries below its diagonal")
     if companions is not None:
         top, bottom = companions
         m = top.shape[1]
