@@ -216,6 +216,20 @@ def test_auto_does_not_escalate_past_its_parameter_limit(monkeypatch):
     assert small.dimension == neuromanifold_dim(small_arch, method="numerical").dimension
 
 
+def test_auto_warns_when_it_keeps_an_unsettled_numerical_answer(monkeypatch):
+    """Not escalated past the parameter limit, an ambiguous numerical answer still raises the
+    AmbiguousRankWarning that its silenced first pass would have raised."""
+    import neuromanifold.dimension.api as api
+    from neuromanifold.dimension.result import AmbiguousRankWarning
+
+    monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS", 0)
+    arch = Architecture((5, 4, 3), (2, 2), 3, "softmax")
+    with pytest.warns(AmbiguousRankWarning, match="is ambiguous"):
+        r = neuromanifold_dim(arch, method="auto", min_gap=30.0)  # no float64 gap is that wide
+    assert (r.method, r.status) == ("numerical", "ambiguous")
+    assert any("not escalated" in n for n in r.notes)
+
+
 def test_auto_keeps_its_numerical_answer_when_the_escalation_would_not_fit(monkeypatch):
     """A thin gap that cannot be escalated within the budget keeps the numerical result, with a
     note saying why it was not escalated (never a silent certified claim, never a lost answer)."""

@@ -161,6 +161,19 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _warned(result: DimensionResult) -> DimensionResult:
+    """`result`, after the AmbiguousRankWarning its numerical pass (run with warnings silenced,
+    in case it was escalated) would have raised when it is not settled."""
+    if result.status != "settled":
+        import warnings  # noqa: PLC0415
+
+        from .result import AmbiguousRankWarning  # noqa: PLC0415
+
+        warnings.warn(f"numerical rank {result.dimension} is {result.status}: "
+                      + "; ".join(result.notes), AmbiguousRankWarning, stacklevel=3)
+    return result
+
+
 def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, precision,
                  max_memory):
     """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
@@ -219,12 +232,12 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
                            "take far longer than this answer); pass --method certified to prove it")
         (progress or (lambda _m: None))(f"auto: {why}; not escalated ({arch.n_params} parameters "
                                         f"> {ESCALATE_MAX_PARAMS}; --method certified proves it)")
-        return first
+        return _warned(first)
     try:
         check_memory(ball_estimate, max_memory)
     except ResourceError as exc:  # keep the numerical answer, labelled as it is, and say why
         first.notes.append(f"auto: {why}, but not escalated: {exc}")
-        return first
+        return _warned(first)
     where = "" if str(first.device) == "cpu" else " (ball arithmetic, on the CPU)"
     (progress or (lambda _m: None))(f"auto: {why}; escalating to the certified path{where}")
     result = certified_dim(arch, **options)

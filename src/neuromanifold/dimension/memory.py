@@ -252,8 +252,9 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
     held = _held_bytes(y_rows, cols)
     parts = {"torch": _BASE_BYTES,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
-             # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch
-             "eliminated rows": top + 2 * block_bytes + 3 * 64 * MIB,
+             # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch; the
+             # first reduction's complete orthogonal factor and its R
+             "eliminated rows": top + 2 * block_bytes + 3 * 64 * MIB + 2 * (d_in + block * t) ** 2 * 8,
              "rows and factorisation": _factor_bytes(y_rows, cols)}
     if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         # svdvals reads the rows whole: the stacked rows, unit_scaled's two divided copies and
