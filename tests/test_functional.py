@@ -221,3 +221,34 @@ def test_bad_input_is_one_line(call):
     with pytest.raises(InputError) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+def _normed(eps: float) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.LayerNorm(5, eps=eps), torch.nn.Tanh(),
+                               torch.nn.Linear(5, 2))
+
+
+def _gauss3(n, g):
+    return torch.randn(n, 3, generator=g, dtype=torch.float64)
+
+
+def test_tiny_norm_epsilon_never_settles_a_rank_below_the_bound():
+    """A LayerNorm with eps 1e-12 hides the input-rescaling direction below round-off: the rank 37
+    read there (gap 9.8 decades) is short of the 38 that eps 1e-5 and 1e-3 settle, so it is
+    ambiguous, with a note naming the module; the visible cases stay settled."""
+    with pytest.warns(neuromanifold.dimension.result.AmbiguousRankWarning, match="norm epsilon"):
+        tiny = functional_dim(_normed(1e-12), _gauss3)
+    assert (tiny.dimension, tiny.status) == (37, "ambiguous")
+    assert any("norm epsilon below 1e-06 in 1 module(s): 1 (1e-12)" in n for n in tiny.notes)
+    for eps in (1e-5, 1e-3):
+        visible = functional_dim(_normed(eps), _gauss3)
+        assert (visible.dimension, visible.status) == (38, "settled")
+
+
+def test_tiny_norm_epsilon_does_not_touch_a_rank_at_the_bound():
+    """A rank that meets the parameter count cannot be short of anything: settled, eps or not."""
+    net = torch.nn.Sequential(torch.nn.RMSNorm(3, eps=1e-12, elementwise_affine=False),
+                              torch.nn.Linear(3, 2))
+    r = functional_dim(net, _gauss3)
+    assert (r.n_params, r.dimension, r.status) == (8, 8, "settled")

@@ -67,6 +67,12 @@ _F = torch.nn.functional
 _PIECEWISE_FUNCTIONS = {f: f.__name__ for f in (
     _F.relu, torch.relu, _F.relu6, _F.leaky_relu, _F.hardtanh, _F.hardswish, _F.hardsigmoid,
     _F.hardshrink, _F.softshrink, _F.threshold, _F.elu, _F.celu, _F.selu, _F.softsign)}
+# Attribute names under which norm modules keep their epsilon (torch.nn: eps; transformers'
+# RMSNorm classes: variance_epsilon).
+_EPSILON_ATTRS = ("eps", "variance_epsilon", "epsilon")
+# Norm epsilons below this can hide directions below float64 round-off (NOTE: [model constants
+# that hide directions]).
+EPSILON_VISIBLE = 1e-6
 
 
 def piecewise_parts(module: torch.nn.Module) -> list[str]:
@@ -99,6 +105,25 @@ def piecewise_parts(module: torch.nn.Module) -> list[str]:
                 if name is not None:
                     found.add(f"{kind.__name__}.{attr} ({name})")
     return sorted(found)
+
+
+def norm_epsilons(module: torch.nn.Module) -> dict[str, float]:
+    """The positive float constants `eps` / `variance_epsilon` / `epsilon` of the submodules of
+    `module` (norm layers), by qualified submodule name.
+
+    Example:
+        >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4, eps=1e-12))
+        >>> norm_epsilons(net)
+        {'1': 1e-12}
+    """
+    found = {}
+    for name, m in module.named_modules():
+        for attr in _EPSILON_ATTRS:
+            value = getattr(m, attr, None)
+            if isinstance(value, float) and value > 0:
+                found[name or type(m).__name__] = value
+                break
+    return found
 
 
 def _none(n_params: int) -> FormulaValue:
@@ -403,6 +428,25 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
                                                       " (pass inputs as a callable to grow N)"))
     else:
         notes.append(f"saturated in N: {saturated_by}")
+    tiny = {name: eps for name, eps in norm_epsilons(model).items() if eps < EPSILON_VISIBLE}
+    if tiny and not ambiguous and nr.rank < upper:
+        # NOTE: [model constants that hide directions]
+        # A norm y = g * x / sqrt(mean(x^2) + eps) (or its centred form) is invariant under
+        # x -> c x up to eps: N(c x) with eps equals N(x) with eps / c^2. So a rescaling of a
+        # norm's input (a direction of the weights that write it) moves the outputs by O(eps)
+        # only, and its singular value is proportional to eps (measured on shrunk BERT: sigma
+        # 4.0e-13 at eps 1e-12 and 4.0e-10 at eps 1e-9, against 6.3e-4 for the smallest real
+        # direction). Below about 1e-6 such values are indistinguishable from round-off, and a
+        # clean-looking gap can fall below them: shrunk BERT (eps 1e-12) reads 908 with a
+        # 6.7-decade gap while its dimension is 913 (913 settled at eps = 1e-3). A rank below
+        # the upper bound is therefore never settled when such a constant is present.
+        ambiguous = True
+        shown = ", ".join(f"{name} ({eps:.0e})" for name, eps in list(tiny.items())[:3])
+        notes.append(f"norm epsilon below {EPSILON_VISIBLE:.0e} in {len(tiny)} module(s): {shown}"
+                     f"{', ...' if len(tiny) > 3 else ''}: directions that only epsilon breaks (a "
+                     "rescaling of a norm's input) have singular values proportional to epsilon, "
+                     f"at or below float64 round-off, so rank {nr.rank} < {upper} is not settled; "
+                     "measure a copy with a larger epsilon (e.g. 1e-3) to see them")
     status = "ambiguous" if ambiguous else "settled"
     is_piecewise = bool(parts) if piecewise is None else piecewise
     what = ", ".join(parts) if piecewise is None else \
