@@ -115,3 +115,63 @@ def test_core_imports_without_transformers():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "transformers" in done.stderr and "not checked" in done.stdout
+
+
+def _bert_shift(model, norm: str, delta) -> None:
+    """Shift the bias of LayerNorm `norm` by delta and compensate its readers and the sub-layer
+    output bias that is added back to it (the post-norm family of docs/models.md)."""
+    import torch
+
+    layers = model.encoder.layer
+    mods = dict(model.named_modules())
+    ln = mods[norm]
+    if norm == "embeddings.LayerNorm":
+        readers = [layers[0].attention.self.query, layers[0].attention.self.key,
+                   layers[0].attention.self.value]
+        added_to = layers[0].attention.output.dense
+    else:
+        i = int(norm.split(".")[2])
+        if norm.endswith("attention.output.LayerNorm"):
+            readers, added_to = [layers[i].intermediate.dense], layers[i].output.dense
+        else:
+            nxt = layers[i + 1]
+            readers = [nxt.attention.self.query, nxt.attention.self.key, nxt.attention.self.value]
+            added_to = nxt.attention.output.dense
+    with torch.no_grad():
+        ln.bias += delta
+        for r in readers:
+            r.bias -= r.weight @ delta
+        added_to.bias -= delta
+
+
+@pytest.mark.parametrize("norm", ["embeddings.LayerNorm", "encoder.layer.0.attention.output.LayerNorm",
+                                  "encoder.layer.0.output.LayerNorm",
+                                  "encoder.layer.1.attention.output.LayerNorm"])
+def test_post_norm_layernorm_bias_shift_leaves_bert_unchanged(norm):
+    """The post-norm family: a LayerNorm bias shift, undone through its readers' biases and the
+    residual sub-layer's output bias, leaves shrunk BERT's last hidden state unchanged (to
+    round-off), for every norm that feeds another block; the final norm's shift is seen."""
+    import torch
+
+    spec = hf.shrunk_spec(hf.read_config(hf.shipped_config("bert")))
+    model = hf.build_model(spec, seed=3)
+    gen = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, spec.vocab, (6, 4), generator=gen)
+    before = model(input_ids=ids).last_hidden_state
+    delta = torch.randn(spec.hidden, generator=gen, dtype=torch.float64)
+    _bert_shift(model, norm, delta)
+    after = model(input_ids=ids).last_hidden_state
+    assert float((after - before).abs().max()) < 1e-12
+    with torch.no_grad():
+        model.encoder.layer[1].output.LayerNorm.bias += delta
+    assert float((model(input_ids=ids).last_hidden_state - after).abs().max()) > 1e-3
+
+
+def test_bert_count_has_the_post_norm_family():
+    """Shrunk BERT: 1,184 parameters, 945 - 32 = 913 counted (2 x hidden per layer: the embedding
+    norm and three of the four block norms), the rank measured at eps 1e-3 (docs/models.md)."""
+    spec = hf.shrunk_spec(hf.read_config(hf.shipped_config("bert")))
+    c = hf.count(spec)
+    rules = {r["rule"]: r["total"] for r in c["symmetries"]}
+    assert rules["post-norm LayerNorm bias shifts"] == 2 * 2 * spec.hidden == 32
+    assert (c["n_params"], c["count"]) == (1184, 913)

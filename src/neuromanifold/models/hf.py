@@ -225,6 +225,13 @@ def symmetry_rules(spec: Spec) -> list[dict]:
             f"the summed embedding tables ({' + '.join(map(str, tables))} rows) are read through "
             f"a LayerNorm: each row's all-ones component, and a vector moved from one table to "
             f"another ({k - 1} x (hidden - 1) more)")
+    if spec.norm == "layernorm" and not spec.prenorm:
+        add("post-norm LayerNorm bias shifts", 2 * d, 0,
+            "in a post-norm block a LayerNorm's bias b -> b + delta is undone by b_r -> b_r - W_r delta "
+            "for every layer r reading the norm (Q, K, V or the MLP input) and by subtracting delta "
+            "from the output bias of the sub-layer whose result is added back to it: hidden per "
+            "LayerNorm that feeds another block (the embedding norm and every block norm but the last, "
+            "whose output is the output: 2 per layer in all)")
     if spec.prenorm:
         per = 2 * d if spec.norm == "layernorm" else d
         add(f"{'LayerNorm gain and bias' if spec.norm == 'layernorm' else 'RMSNorm gain'} "
