@@ -130,3 +130,131 @@ def test_saturation_share_counts_one_hot_columns():
     uniform = torch.full((2, 2), 0.5)
     assert saturation_counts([one_hot, uniform, torch.ones(4, 1, 1)]) == (2, 4)
     assert SATURATED_SHARE < 1
+
+
+# ------------------------------------------------- weight files read as what they are (items 2-4)
+
+def _weight_files(tmp_path):
+    """P (paper's names), P moved by a between-layer change of basis G (a symmetry of the plain
+    network only), the same two as one-head block files, and P and B scaled by 1e150."""
+    from neuromanifold.core.parameters import LayerWeights
+    from neuromanifold.io.block_weightfiles import write_block_weights
+    from neuromanifold.io.weightfiles import write_weights
+
+    w = random_weights(Architecture((3, 3, 3), (2, 2), 3), seed=1)
+    G = torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, -1.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    Gi = torch.linalg.inv(G)
+    moved = LayerWeights((w.Q[0], w.Q[1] @ Gi), (w.K[0], w.K[1] @ Gi), (G @ w.V[0], w.V[1] @ Gi))
+
+    def blocks(weights, scale=1.0):
+        return {f"{m}_{i + 1}_1": getattr(weights, m)[i].numpy() * scale for m in "QKV"
+                for i in range(2)}
+    files = {"P": write_weights(tmp_path / "P.npz", w),
+             "P_gl": write_weights(tmp_path / "P_gl.npz", moved),
+             "B": write_block_weights(tmp_path / "B.npz", blocks(w)),
+             "B_gl": write_block_weights(tmp_path / "B_gl.npz", blocks(moved)),
+             "B_big": write_block_weights(tmp_path / "B_big.npz", blocks(w, 1e150)),
+             "P_big": write_weights(tmp_path / "P_big.npz", LayerWeights(
+                 *(tuple(t * 1e150 for t in group) for group in (w.Q, w.K, w.V))))}
+    return {k: str(v) for k, v in files.items()}
+
+
+def _refused(code: int, out: str, err: str, option: str) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, (code, out, err)
+    assert f"`{option}`" in lines[0], lines[0]
+
+
+def _rank_json(*args: str) -> dict:
+    code, out, err = run_cli(["rank", *args, "--no-generic", "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_rank_paper_file_with_residual_is_the_one_head_block_network(tmp_path):
+    """`rank --weights P.npz --residual` computes the residual network: 32, as the block file
+    gives (it dropped --residual and printed 23 settled)."""
+    files = _weight_files(tmp_path)
+    paper = _rank_json("--weights", files["P"], "--residual")
+    block = _rank_json("--weights", files["B"], "--residual")
+    assert (paper["rank"], paper["status"]) == (block["rank"], block["status"]) == (32, "settled")
+    assert paper["read_as"]["architecture"].endswith("residual")
+    assert "--residual" in paper["read_as"]["reading"]
+    plain = _rank_json("--weights", files["P"])
+    assert plain["rank"] == 23 and "no residual" in plain["read_as"]["reading"]
+
+
+@pytest.mark.parametrize("command", ["rank", "fiber"])
+@pytest.mark.parametrize("flag, option", [(["--norm", "layernorm"], "norm"),
+                                          (["--norm", "rmsnorm"], "norm"),
+                                          (["--activation", "relu"], "activation")])
+def test_flags_a_paper_file_cannot_carry_are_refused(tmp_path, command, flag, option):
+    """--norm and --activation on a file in the paper's format (no gains, no MLP) are refused
+    in one line (they were dropped: `rank` printed 23 settled, `fiber` compared plain networks)."""
+    files = _weight_files(tmp_path)
+    other = ["--other", files["P"]] if command == "fiber" else []
+    _refused(*run_cli([command, "--weights", files["P"], *other, *flag]), option)
+
+
+@pytest.mark.parametrize("command", ["rank", "fiber"])
+def test_square_block_file_needs_the_residual_flag(tmp_path, command):
+    """A block file whose widths are all equal fits a residual and a plain network: refused
+    without --residual/--no-residual (it was read as plain, silently)."""
+    files = _weight_files(tmp_path)
+    other = ["--other", files["B"]] if command == "fiber" else []
+    _refused(*run_cli([command, "--weights", files["B"], *other]), "residual")
+    code, out, _ = run_cli([command, "--weights", files["B"], *other, "--no-residual"])
+    assert code == 0 and out.startswith("read as") and "--no-residual" in out.splitlines()[0]
+
+
+def test_block_file_flags_it_cannot_carry_and_unequal_widths(tmp_path):
+    """--activation without an MLP and --norm without gains are refused; an MLP needs
+    --activation; unequal widths need no residual flag and say why."""
+    from neuromanifold.core.blocks import random_block_weights
+    from neuromanifold.io.block_weightfiles import write_block_weights
+
+    files = _weight_files(tmp_path)
+    _refused(*run_cli(["rank", "--weights", files["B"], "--residual", "--activation", "gelu"]),
+             "activation")
+    _refused(*run_cli(["rank", "--weights", files["B"], "--residual", "--norm", "layernorm"]), "norm")
+    mlp = Architecture((3, 3), (2,), 3, heads=(2,), mlp=(2,), activation="tanh")
+    path = str(write_block_weights(tmp_path / "mlp.npz", {
+        k: v.numpy() for k, v in random_block_weights(mlp, 3).items()}))
+    _refused(*run_cli(["rank", "--weights", path, "--no-residual"]), "activation")
+    data = _rank_json("--weights", path, "--no-residual", "--activation", "tanh")
+    assert "activation=tanh" in data["read_as"]["architecture"]
+    narrow = Architecture((4, 3), (2,), 3, heads=(2,))
+    path = str(write_block_weights(tmp_path / "narrow.npz", {
+        k: v.numpy() for k, v in random_block_weights(narrow, 4).items()}))
+    data = _rank_json("--weights", path)
+    assert "the widths differ" in data["read_as"]["reading"]
+
+
+def test_fiber_paper_files_with_residual_compare_residual_networks(tmp_path):
+    """A between-layer change of basis is a symmetry of the plain network only: `fiber --residual`
+    on paper files says False, as on block files (it said True)."""
+    files = _weight_files(tmp_path)
+    for a, b in (("P", "P_gl"), ("B", "B_gl")):
+        code, out, _ = run_cli(["fiber", "--weights", files[a], "--other", files[b], "--residual",
+                                "--json"])
+        data = json.loads(out)
+        assert code == 0 and data["same_function"] is False
+        assert data["read_as"]["architecture"].endswith("residual")
+    code, out, _ = run_cli(["fiber", "--weights", files["P"], "--other", files["P_gl"], "--json"])
+    assert code == 0 and json.loads(out)["same_function"] is True
+
+
+@pytest.mark.parametrize("args", [["fiber", "--weights", "B_big", "--other", "B_big", "--no-residual"],
+                                  ["fiber", "--weights", "B_big", "--other", "B_big", "--residual"],
+                                  ["fiber", "--weights", "P_big", "--other", "P_big"],
+                                  ["rank", "--weights", "B_big", "--residual"],
+                                  ["rank", "--weights", "B_big", "--no-residual"],
+                                  ["rank", "--weights", "P_big"]])
+def test_overflowing_weight_files_are_refused(tmp_path, args):
+    """Entries of 1e150 overflow float64: refused as bad input naming --weights, exit 2 (the
+    block file gave `same function False (max difference nan)`, exit 0; `rank` exit 1)."""
+    files = _weight_files(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = run_cli([files.get(a, a) for a in args] + ["--no-generic"] * (args[0] == "rank"))
+    _refused(*result, "weights")
