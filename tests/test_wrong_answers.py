@@ -258,3 +258,116 @@ def test_overflowing_weight_files_are_refused(tmp_path, args):
         warnings.simplefilter("error", RuntimeWarning)
         result = run_cli([files.get(a, a) for a in args] + ["--no-generic"] * (args[0] == "rank"))
     _refused(*result, "weights")
+
+
+# ------------------------------------------------------------------ functional_dim (items 5, 6)
+
+def _gaussian(dim: int, scale: float = 1.0):
+    """inputs(n, generator): n fresh standard normal samples of `dim` numbers, times `scale`."""
+    return lambda n, gen: scale * torch.randn(n, dim, generator=gen, dtype=torch.float64)
+
+
+def _tanh_net() -> torch.nn.Module:
+    """Linear(3, 4), tanh, Linear(4, 2): 26 parameters, generic functional dimension 26."""
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.cfloat, torch.cdouble])
+def test_functional_dim_refuses_complex_parameters(dtype):
+    """A complex Linear(3, 2) has 16 real parameters; the float64 copy dropped the imaginary
+    parts (8 settled): refused in one line naming the parameter."""
+    from neuromanifold.models.functional import functional_dim
+
+    with pytest.raises(ValueError, match=r"^`module` must be a module with real floating-point "
+                       r"parameters; got \"complex parameter 'weight' \(torch\.complex"):
+        functional_dim(torch.nn.Linear(3, 2, dtype=dtype), _gaussian(3))
+
+
+def test_functional_dim_refuses_integer_and_meta_parameters():
+    """An integer (index) parameter and a meta-device module are refused as bad input (they
+    raised IndexError and NotImplementedError)."""
+    from neuromanifold.models.functional import functional_dim
+
+    class Indexed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+            self.idx = torch.nn.Parameter(torch.tensor([1, 0]), requires_grad=False)
+
+        def forward(self, x):
+            return self.lin(x)[:, self.idx]
+
+    with pytest.raises(ValueError, match=r"^`params` must be floating-point parameters .* 'idx'"):
+        functional_dim(Indexed(), _gaussian(3))
+    result = functional_dim(Indexed(), _gaussian(3), params=["lin.weight", "lin.bias"])
+    assert (result.dimension, result.status) == (8, "settled")
+    with pytest.raises(ValueError, match=r"^`module` must be a module whose parameters hold values"):
+        functional_dim(torch.nn.Linear(3, 2, device="meta"), _gaussian(3))
+
+
+def test_functional_dim_checks_length_and_freshness_of_a_callable():
+    """A callable that ignores n (one sample) or repeats one sample is refused (it read 2
+    settled for a module of rank 8); the same prefix of a fixed tensor in two calls too."""
+    from neuromanifold.models.functional import functional_dim
+
+    one = torch.randn(1, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    pool = torch.randn(400, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^`inputs` must be a callable returning n samples .* "
+                       r"got '1 samples for n = 9'"):
+        functional_dim(torch.nn.Linear(3, 2), lambda n, gen: one)
+    with pytest.raises(ValueError, match=r"^`inputs` must be a callable returning fresh samples"
+                       r" on every call; got 'one sample repeated 9 times'"):
+        functional_dim(torch.nn.Linear(3, 2), lambda n, gen: one.repeat(n, 1))
+    with pytest.raises(ValueError, match=r"^`inputs` must be a callable returning fresh samples"
+                       r" on every call; got 'the same samples again'"):
+        # a gap rule no reading meets makes N grow, so the callable is asked twice
+        functional_dim(_tanh_net(), lambda n, gen: pool[:n], min_gap=20.0)
+    fresh = functional_dim(torch.nn.Linear(3, 2), _gaussian(3))
+    assert (fresh.dimension, fresh.status) == (8, "settled")
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e100, 1e6])
+def test_functional_dim_huge_inputs_are_not_settled(scale):
+    """Inputs of magnitude 1e300 saturate the tanh: rank 10 was settled where the generic
+    dimension is 26; now the same inputs rescaled show a higher rank: not settled."""
+    from neuromanifold.models.functional import functional_dim
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AmbiguousRankWarning)
+        result = functional_dim(_tanh_net(), _gaussian(3, scale))
+    assert_right_or_unsettled(result, 26)
+    assert any("saturate the module" in note for note in result.notes) or result.dimension == 26
+    normal = functional_dim(_tanh_net(), _gaussian(3))
+    assert (normal.dimension, normal.status) == (26, "settled")
+
+
+@pytest.mark.parametrize("bad, match", [
+    (torch.full((5, 3), float("nan"), dtype=torch.float64), r"^`inputs` must be finite numbers"),
+    (torch.full((5, 3), float("inf"), dtype=torch.float64), r"^`inputs` must be finite numbers"),
+    (torch.zeros(0, 3, dtype=torch.float64), r"^`inputs` must be a batch of at least one sample"),
+])
+def test_functional_dim_bad_batches_are_bad_input(bad, match):
+    """NaN, inf and empty batches are the caller's bad input (they raised ComputationError and
+    AttributeError)."""
+    from neuromanifold.models.functional import functional_dim
+
+    with pytest.raises(ValueError, match=match):
+        functional_dim(_tanh_net(), bad)
+    with pytest.raises(ValueError, match=match):
+        functional_dim(_tanh_net(), lambda n, gen: bad)
+
+
+def test_functional_dim_nan_tangents_and_huge_samples_are_refused():
+    """NaN symmetry tangents (a LinAlgError) and a Jacobian past memory (an allocator error)
+    are refused in one line naming the argument, the latter with the estimate."""
+    from neuromanifold.errors import ResourceError
+    from neuromanifold.models.functional import functional_dim
+
+    with pytest.raises(ValueError, match=r"^`symmetry_tangents` must be a callable returning "
+                       r"finite tangent vectors"):
+        functional_dim(torch.nn.Linear(3, 2), _gaussian(3),
+                       symmetry_tangents=lambda named: torch.full((1, 8), float("nan")))
+    with pytest.raises(ResourceError, match=r"^`samples` must give a Jacobian that fits in "
+                       r"memory; got 1000000000 samples: .* peak against"):
+        functional_dim(torch.nn.Linear(30, 20), _gaussian(30), samples=10 ** 9)
