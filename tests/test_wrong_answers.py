@@ -371,3 +371,41 @@ def test_functional_dim_nan_tangents_and_huge_samples_are_refused():
     with pytest.raises(ResourceError, match=r"^`samples` must give a Jacobian that fits in "
                        r"memory; got 1000000000 samples: .* peak against"):
         functional_dim(torch.nn.Linear(30, 20), _gaussian(30), samples=10 ** 9)
+
+
+# --------------------------------------------------------- count: configs the rules do not cover
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+@pytest.mark.parametrize("change, field", [
+    ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+    ({"rotary_pct": 0.25}, "rotary_pct"),
+    ({"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
+    ({"hidden_act": "relu"}, "hidden_act"),
+    ({"hidden_act": "gelu"}, "hidden_act"),
+])
+def test_count_refuses_what_its_rules_do_not_cover(tmp_path, model_type, change, field):
+    """Partial rotary was counted with the full-rotary (Q, K) rule and a relu gate was called
+    silu (exit 0, a count that is not this config's): now one line naming the field, exit 2."""
+    from neuromanifold.models.hf import shipped_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**shipped_config(model_type), **change}))
+    code, out, err = run_cli(["count", str(path)])
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert f"{field}` must be" in lines[0]
+
+
+def test_count_full_rotary_silu_config_still_counts(tmp_path):
+    """The explicit defaults (factor 1, silu) count as the shipped config does."""
+    from neuromanifold.models.hf import shipped_config
+
+    config = shipped_config("llama")
+    counts = []
+    for extra in ({}, {"partial_rotary_factor": 1.0, "hidden_act": "silu"}):
+        path = tmp_path / f"c{len(counts)}.json"
+        path.write_text(json.dumps({**config, **extra}))
+        code, out, _ = run_cli(["count", str(path), "--json"])
+        assert code == 0
+        counts.append(json.loads(out)["count"])
+    assert counts[0] == counts[1] > 0
