@@ -409,3 +409,10 @@ def test_count_full_rotary_silu_config_still_counts(tmp_path):
         assert code == 0
         counts.append(json.loads(out)["count"])
     assert counts[0] == counts[1] > 0
+
+
+def test_fiber_block_files_refuse_the_exact_method(tmp_path):
+    """Block networks are compared in float64: --method exact is refused, not ignored."""
+    files = _weight_files(tmp_path)
+    _refused(*run_cli(["fiber", "--weights", files["B"], "--other", files["B_gl"], "--residual",
+                       "--method", "exact"]), "method")
