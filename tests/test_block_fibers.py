@@ -92,7 +92,8 @@ def test_block_files_round_trip_and_cli(tmp_path, capsys):
     a, b = write_block_weights(tmp_path / "a.npz", W1), write_block_weights(tmp_path / "b.npz", W2)
     arch, blocks = read_block_weights(a, residual=True)
     assert arch == ARCH and set(blocks) == set(W1)
-    code = main(["fiber", "--weights", str(a), "--other", str(b), "--residual", "--json"])
+    code = main(["fiber", "--weights", str(a), "--other", str(b), "--residual", "--activation",
+                 "square", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["same_function"] and data["kind"] == "generic"
     assert [m["move"] for m in data["witness"]] == ["per-head GL(a)"]

@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+import typer
 from rich.console import Console
 
 from ..core.architecture import Architecture
@@ -17,6 +18,17 @@ err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 
 EXIT_AMBIGUOUS = 1
 EXIT_BAD_INPUT = 2
+
+# The options `rank` and `fiber` take for what a weight file does not store
+# (`io.block_weightfiles.read_network_file` applies or refuses each; None: not given).
+RESIDUAL_OPTION = typer.Option(
+    None, "--residual/--no-residual", help="Residual connections; required for a block file "
+    "whose widths are all equal. On a file in the paper's format, --residual reads it as the "
+    "one-head block network with residual paths.")
+ACTIVATION_OPTION = typer.Option(None, help="MLP activation (square, relu, gelu or tanh); "
+                                 "required for a block file with an MLP.")
+NORM_OPTION = typer.Option(None, help="layernorm or rmsnorm; required for a block file with "
+                           "norm gains.")
 
 
 def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:

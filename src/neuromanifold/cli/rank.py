@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from .common import EXIT_AMBIGUOUS, err, print_json
+from .common import (ACTIVATION_OPTION, EXIT_AMBIGUOUS, NORM_OPTION, RESIDUAL_OPTION, err,
+                     print_json)
 
 
 def rank(
@@ -21,30 +22,27 @@ def rank(
     seed: int = typer.Option(0, help="Random seed for the inputs."),
     precision: Optional[int] = typer.Option(None, help="Starting bits of the ball arithmetic "
                                             "(default 128, doubled up to 1024)."),
-    residual: bool = typer.Option(False, "--residual", help="Block files: residual connections."),
-    activation: str = typer.Option("square", help="Block files: MLP activation."),
-    norm: str = typer.Option("none", help="Block files: none, layernorm or rmsnorm."),
+    residual: Optional[bool] = RESIDUAL_OPTION,
+    activation: Optional[str] = ACTIVATION_OPTION,
+    norm: Optional[str] = NORM_OPTION,
     generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Jacobian rank at the given weights (their local functional dimension), with the generic dimension."""
     from ..dimension.point import rank_at_point  # noqa: PLC0415
-    from ..io.block_weightfiles import is_block_file, read_block_weights  # noqa: PLC0415
-    from ..io.weightfiles import read_weights  # noqa: PLC0415
+    from ..io.block_weightfiles import read_network_file  # noqa: PLC0415
 
-    if is_block_file(weights):
-        arch, point = read_block_weights(weights, tokens=tokens, attention=attention.lower(),
-                                         residual=residual, activation=activation.lower(),
-                                         norm=norm.lower(), name="weights")
-    else:
-        data = read_weights(weights, tokens=tokens, attention=attention.lower(), name="weights")
-        arch, point = data.arch, data.layer_weights
+    data = read_network_file(weights, tokens=tokens, attention=attention.lower(), residual=residual,
+                             activation=activation and activation.lower(),
+                             norm=norm and norm.lower(), name="weights")
+    arch, point = data.arch, data.point
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
     result = rank_at_point(arch, point, method=method.lower(), samples=samples,
                            seed=seed, precision=precision, generic=generic, progress=progress)
     if as_json:
-        print_json(result.to_dict())
+        print_json({"read_as": data.to_dict(), **result.to_dict()})
     else:
+        print(f"read as  {data.arch}  [{data.reading}]")
         print(result.summary())
     if not result.is_settled:
         raise typer.Exit(EXIT_AMBIGUOUS)

@@ -26,6 +26,7 @@ import torch
 
 from .architecture import Architecture
 from .checks import bad_value, check_architecture, check_seed
+from .parameters import score_factor
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
@@ -81,7 +82,7 @@ def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) ->
     lightning = arch.tokens if arch.attention == "lightning" else 1
     heads = arch.head_counts[layer - 1]
     if kind in ("Q", "K"):
-        return 1.0 / math.sqrt(d_in * math.sqrt(arch.keys[layer - 1]))
+        return score_factor(arch) / math.sqrt(d_in * math.sqrt(arch.keys[layer - 1]))
     if kind == "V":
         return 1.0 / math.sqrt(d_in * lightning * heads)
     if kind == "W":
@@ -134,8 +135,11 @@ def head_value(blocks: dict[str, torch.Tensor], layer: int, head: int) -> torch.
     return blocks[f"O_{layer}_{head}"] @ blocks[f"W_{layer}_{head}"]
 
 
-def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
-    """phi_W(X) of a block network; X is (N, d_0, t) or (d_0, t) (see the module docstring)."""
+def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, *,
+                  record: list | None = None) -> torch.Tensor:
+    """phi_W(X) of a block network; X is (N, d_0, t) or (d_0, t) (see the module docstring).
+
+    `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`)."""
     Z = X
     for i in range(1, arch.n_layers + 1):
         Zn = _normalise(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
@@ -146,6 +150,8 @@ def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.
             scores = torch.einsum("...aj,...ai->...ji", q, k)      # scores_ji = z_j^T Q^T K z_i
             if arch.attention == "softmax":
                 scores = torch.softmax(scores / arch.temperature, dim=-2)
+                if record is not None:
+                    record.append(scores)
             if f"V_{i}_{h}" in blocks:
                 values = torch.einsum("ed,...dt->...et", blocks[f"V_{i}_{h}"], Zn)
             else:

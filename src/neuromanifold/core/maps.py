@@ -22,14 +22,19 @@ from .checks import check_architecture, check_weights_type
 from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 
 
-def _mix(values: torch.Tensor, scores: torch.Tensor, arch: Architecture) -> torch.Tensor:
-    """Combine value columns with attention scores[..., j, i] over the aggregated index j."""
+def _mix(values: torch.Tensor, scores: torch.Tensor, arch: Architecture,
+         record: list | None = None) -> torch.Tensor:
+    """Combine value columns with attention scores[..., j, i] over the aggregated index j.
+
+    `record`, when given, receives each softmax weight matrix (for `dimension.saturation`)."""
     if arch.attention == "softmax":
         # Dividing by the default temperature 1 changes nothing, and any scalar division under
         # torch.func.vmap(jvp) makes torch import torch._dynamo (1-2 s of start-up), so skip it.
         if arch.temperature != 1.0:
             scores = scores / arch.temperature
         scores = torch.softmax(scores, dim=-2)
+        if record is not None:
+            record.append(scores)
     return values @ scores
 
 
@@ -41,13 +46,14 @@ def _scores(Z: torch.Tensor, left: torch.Tensor, right: torch.Tensor | None = No
     return (left @ Z).transpose(-1, -2) @ (right @ Z)
 
 
-def forward(arch: Architecture, weights: LayerWeights, X: torch.Tensor) -> torch.Tensor:
-    """phi_W(X), layer by layer from (Q_i, K_i, V_i) (Eqs. 1, 4, 15)."""
+def forward(arch: Architecture, weights: LayerWeights, X: torch.Tensor, *,
+            record: list | None = None) -> torch.Tensor:
+    """phi_W(X), layer by layer from (Q_i, K_i, V_i) (Eqs. 1, 4, 15); `record` as in `_mix`."""
     check_architecture(arch)
     check_weights_type("weights", weights, LayerWeights)
     Z = X
     for Q, K, V in zip(weights.Q, weights.K, weights.V):
-        Z = _mix(V @ Z, _scores(Z, Q, K), arch)
+        Z = _mix(V @ Z, _scores(Z, Q, K), arch, record)
     return Z
 
 

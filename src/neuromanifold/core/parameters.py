@@ -154,16 +154,32 @@ def unflatten(arch: Architecture, vector: torch.Tensor) -> LayerWeights:
                         tuple(blocks[f"V_{i}"] for i in range(1, l + 1)))
 
 
+def score_factor(arch: Architecture) -> float:
+    """The power of two c that the random Q_i and K_i are multiplied by: c^2 ~ tau (softmax).
+
+    Math: phi with (Q, K, tau) equals phi with (Q / tau, K, 1), so the dimension does not depend
+    on tau, but a random point does: logits z_j^T Q^T K z_i / tau of order 1 / tau saturate the
+    softmax (one-hot to round-off: its derivative underflows, and a float64 rank reads too low)
+    or flatten it. Drawing Q, K times c with c = 2^round(log2(tau) / 2) keeps the logits over tau
+    of order one (within a factor 2 of tau = 1's). A power of two keeps rational points exact
+    (`ball.rational_point`), and c = 1 for tau = 1 and lightning: those draws are unchanged.
+    """
+    if arch.attention != "softmax" or arch.temperature == 1.0:
+        return 1.0
+    return math.ldexp(1.0, round(math.log2(arch.temperature) / 2))
+
+
 def weight_scales(arch: Architecture) -> list[dict[str, float]]:
     """Standard deviations used by `random_weights`, per layer and block.
 
     Chosen so that every layer maps O(1) inputs to O(1) outputs: Q_i, K_i ~ N(0, 1/(d sqrt a))
-    keeps the logits x_j^T A x_i of order one (softmax never saturates), V_i ~ N(0, 1/d),
-    divided further by sqrt(t) for lightning, whose outputs sum t unnormalised terms.
+    times `score_factor` keeps the logits x_j^T A x_i / tau of order one (softmax never
+    saturates), V_i ~ N(0, 1/d), divided further by sqrt(t) for lightning, whose outputs sum t
+    unnormalised terms.
     """
     scales = []
     for a, d_in in zip(arch.keys, arch.widths[:-1]):
-        qk = 1.0 / math.sqrt(d_in * math.sqrt(a))
+        qk = score_factor(arch) / math.sqrt(d_in * math.sqrt(a))
         v = 1.0 / math.sqrt(d_in * (arch.tokens if arch.attention == "lightning" else 1))
         scales.append({"Q": qk, "K": qk, "V": v})
     return scales

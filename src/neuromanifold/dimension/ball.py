@@ -32,7 +32,7 @@ import torch
 from ..core.architecture import Architecture
 from ..core.checks import check_architecture, check_int, check_seed
 from ..core.formulas import effective_width, expected_dim
-from ..core.parameters import LayerWeights, flatten, random_weights
+from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
 from .exact import _staircase_boundaries
@@ -300,9 +300,13 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
 
 def rational_point(arch: Architecture, seed: int, n_samples: int
                    ) -> tuple[LayerWeights, torch.Tensor]:
-    """Seeded weights and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals)."""
+    """Seeded weights and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals); Q_i
+    and K_i are rounded before their `score_factor` c is applied (exactly: c is a power of two),
+    so that a small temperature's small Q_i, K_i are not rounded to zero."""
     w = random_weights(arch, seed)
-    weights = LayerWeights(*(tuple(_dyadic(t) for t in group) for group in (w.Q, w.K, w.V)))
+    c = score_factor(arch)
+    weights = LayerWeights(tuple(_dyadic(t / c) * c for t in w.Q), tuple(_dyadic(t / c) * c for t in w.K),
+                           tuple(_dyadic(t) for t in w.V))
     gen = seeded_generator(seed, "certified-inputs")
     X = _dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64))

@@ -36,6 +36,7 @@ from ..core.architecture import Architecture
 from ..core.block_formulas import block_formula
 from ..core.blocks import NORM_EPS, block_layout, flatten_blocks, random_block_weights
 from ..core.catalogue import FLOAT_OPS, tangent_rows
+from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, _arb, _dyadic, certify_rank,
@@ -207,8 +208,12 @@ def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: 
 
 def rational_block_point(arch: Architecture, seed: int, n_samples: int
                          ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Seeded named blocks and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals)."""
-    blocks = {name: _dyadic(t) for name, t in random_block_weights(arch, seed).items()}
+    """Seeded named blocks and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals);
+    Q and K blocks are rounded before their `score_factor` c (a power of two), as in
+    `ball.rational_point`."""
+    c = score_factor(arch)
+    blocks = {name: _dyadic(t / c) * c if name[0] in "QK" else _dyadic(t)
+              for name, t in random_block_weights(arch, seed).items()}
     gen = seeded_generator(seed, "certified-inputs")
     X = _dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64))

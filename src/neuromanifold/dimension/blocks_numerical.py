@@ -16,7 +16,7 @@ import torch
 from torch.func import jacfwd, jacrev
 
 from ..core.architecture import Architecture
-from ..core.blocks import block_forward_flat, flatten_blocks, random_block_weights
+from ..core.blocks import block_forward, block_forward_flat, flatten_blocks, random_block_weights
 from ..core.catalogue import ambient_bound, tangent_rows
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.block_formulas import block_formula
@@ -25,6 +25,7 @@ from .jacobians import KernelSplit
 from .numerical import check_gpu_memory, resolve_device, say_device
 from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
+from .saturation import saturation_counts, saturation_note
 
 _MAX_LEAK = 1e-9
 
@@ -80,10 +81,16 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
     target = samples or max(floor, math.ceil(2 * bound / rows_per_sample) + 1)
     max_samples = max(8 * target, 64)
     kept, n_done, leak, history, previous = [], 0, 0.0, [], None
+    saturation = (0, 0)  # saturated and all softmax columns so far (NOTE: [saturated softmax])
     saturated_by = None
     while True:
         X = torch.randn((target - n_done, arch.widths[0], arch.tokens), generator=gen,
                         dtype=torch.float64).to(dev)
+        if arch.attention == "softmax":
+            record = []
+            with torch.no_grad():
+                block_forward(arch, blocks, X, record=record)
+            saturation = tuple(map(sum, zip(saturation, saturation_counts(record))))
         J = block_jacobian(arch, params, X)
         J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
         reduced, block_leak = split.reduce(J)
@@ -109,6 +116,10 @@ def block_numerical_dim(arch: Architecture, *, samples: int | None = None, seed:
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e})")
+    saturated = saturation_note(saturation, nr.rank, bound)
+    if saturated:
+        ambiguous = True
+        notes.append(saturated)
     if saturated_by is None:
         ambiguous = True
         notes.append(f"rank {nr.rank} not shown saturated in N (N = {n_done})")

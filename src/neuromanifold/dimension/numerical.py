@@ -16,6 +16,7 @@ from ..core.architecture import Architecture
 from ..core.checks import (bad_value, check_architecture, check_backend, check_seed, check_choice,
                            check_int, check_positive_float)
 from ..core.formulas import effective_width, expected_dim, general
+from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
@@ -25,6 +26,7 @@ from .rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, 
                    unit_scaled)
 from .growth import grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
+from .saturation import saturation_counts, saturation_note
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
 # Bytes of Jacobian rows computed at once.
@@ -345,7 +347,9 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         max_samples = max(8 * target, 64)
     gen = seeded_generator(seed, "inputs")
 
-    state = {"rank": 0.0, "offset": 0, "input": None}
+    state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
+    # The sources' point, for the saturation test (NOTE: [saturated softmax]); softmax only.
+    probe = random_weights(arch, seed) if arch.attention == "softmax" and arch.tokens > 1 else None
 
     def add(n_done: int, n_target: int) -> None:
         state["n"] = n_target
@@ -353,6 +357,12 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
             n_new = min(block, n_target - n_done)
             X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64).to(dev)
+            if probe is not None:
+                record = []
+                with torch.no_grad():
+                    forward(arch, probe, X.cpu(), record=record)
+                state["saturation"] = tuple(map(sum, zip(state["saturation"],
+                                                         saturation_counts(record))))
             source.add(X)
             n_done += n_new
             say(f"N = {n_done}/{n_target} samples: "
@@ -406,6 +416,10 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     if leak > _MAX_LEAK:
         ambiguous = True
         notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
+    saturated = saturation_note(state["saturation"], nr.rank + state["offset"], upper)
+    if saturated:
+        ambiguous = True
+        notes.append(saturated)
     if saturated_by is None:
         if grown.reason == "cap" and not ambiguous:
             status_if_capped = "stopped"  # clear readings, but the rank was still growing

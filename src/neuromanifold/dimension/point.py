@@ -24,9 +24,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..core.architecture import Architecture
+from ..core.finite import largest_entry, require_finite
 from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_seed
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
+from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, ROW_FACTOR, _ball_jacobian_block, _dyadic, prove_rank,
                    upper_bound_at)
 from .fp import DEFAULT_PRIME
@@ -143,7 +145,7 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     gen = seeded_generator(seed, "point-inputs")
     X = _dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
     t0 = time.perf_counter()
-    J = jacobian_at(X)
+    J = _finite_jacobian(jacobian_at, X, weights)
     sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
     nr = numerical_rank(sv, *J.shape)
     t_float = time.perf_counter() - t0
@@ -203,3 +205,17 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
                              f"{gen_result.dimension}")
     out.seconds = {**seconds, **out.seconds, "total": time.perf_counter() - t_start}
     return out
+
+
+def _finite_jacobian(jacobian_at, X: torch.Tensor, weights) -> torch.Tensor:
+    """The float64 Jacobian at the caller's weights, refused as their bad input (exit code 2)
+    when it overflows: the weights, not the tool's draws, are too large for float64."""
+    tensors = list(weights.values()) if isinstance(weights, dict) else \
+        list(weights.Q + weights.K + weights.V)
+    try:
+        J = jacobian_at(X)
+    except ComputationError:
+        J = torch.tensor(math.nan)
+    require_finite(J, "Jacobian entries", input_name="weights",
+                   largest=largest_entry(torch.as_tensor(t, dtype=torch.float64) for t in tensors))
+    return J

@@ -30,6 +30,7 @@ import torch
 from ..core.architecture import Architecture
 from ..core.blocks import block_forward, block_layout
 from ..core.checks import bad_value, check_architecture, check_int, check_positive_float
+from ..core.finite import largest_entry, require_finite
 from ..core.seeds import seeded_generator
 from .fibers import FiberResult
 
@@ -292,8 +293,15 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
     tolerance = check_positive_float("tolerance", tolerance)
     gen = seeded_generator(seed, "identity-test")
     X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
-    out1 = block_forward(arch, {k: torch.from_numpy(np.asarray(v, float)) for k, v in weights.items()}, X)
-    out2 = block_forward(arch, {k: torch.from_numpy(np.asarray(v, float)) for k, v in other.items()}, X)
+    outputs = []
+    for name, blocks in (("weights", weights), ("other", other)):
+        tensors = {k: torch.from_numpy(np.asarray(v, float)) for k, v in blocks.items()}
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = block_forward(arch, tensors, X)
+        # overflowing outputs compare as nan ("not the same function"): refused, as fibers.py does
+        require_finite(out, "outputs", input_name=name, largest=largest_entry(tensors.values()))
+        outputs.append(out)
+    out1, out2 = outputs
     diff = _rel(out1.numpy(), out2.numpy())
     same = diff <= tolerance
     result = FiberResult(same, "numerical", tolerance, None, diff, n_points)

@@ -44,6 +44,8 @@ _CHUNK_BYTES = 256 * 2 ** 20
 # Largest ||J Q1|| / ||J|| (Jacobian on given symmetry tangents) accepted as round-off.
 _MAX_LEAK = 1e-9
 MODES = ("forward", "forward, math attention", "reverse, math attention", "reverse, looped")
+# Samples compared by the freshness test of a callable's draws (`_check_batch`).
+_FRESH_PREFIX = 4
 # What a failing autodiff transform raises on an unsupported kernel (not bad input).
 _TRANSFORM_ERRORS = (RuntimeError, NotImplementedError)
 # What a module's own forward raises on inputs of the wrong shape or kind.
@@ -195,6 +197,110 @@ def _select(module: torch.nn.Module, params) -> dict[str, torch.Tensor]:
     return {n: named[n] for n in dict.fromkeys(names)}
 
 
+def _check_parameters(chosen: dict[str, torch.Tensor]) -> None:
+    """Refuse parameters the float64 Jacobian cannot read: complex (their imaginary parts would
+    be dropped by the float64 copy), integer (not differentiable), or on the meta device (no
+    values)."""
+    for name, p in chosen.items():
+        if p.is_meta:
+            raise bad_value("module", "a module whose parameters hold values (not on the meta "
+                            "device)", f"parameter {name!r} on the meta device",
+                            "Materialise the weights first, e.g. module.to_empty(device='cpu') "
+                            "and initialise them, or load a checkpoint.")
+        if p.is_complex():
+            raise bad_value("module", "a module with real floating-point parameters",
+                            f"complex parameter {name!r} ({p.dtype})", "Write the module with "
+                            "real and imaginary parts as separate real parameters (each one a "
+                            "real parameter here), or pass params= naming the real ones.")
+        if not p.is_floating_point():
+            raise bad_value("params", "floating-point parameters (integer ones have no derivative)",
+                            f"integer parameter {name!r} ({p.dtype})",
+                            "Pass params= naming only the floating-point parameters.")
+
+
+def _check_batch(batch: tuple, n: int | None, drawn: list) -> None:
+    """Refuse a batch that is empty, not of `n` samples (a callable's answer to inputs(n, g)),
+    not fresh (equal to an earlier draw, or one sample repeated), or not finite."""
+    first = batch[0]
+    length = first.shape[0] if first.ndim else 1
+    if length == 0:
+        raise bad_value("inputs", "a batch of at least one sample", "an empty batch (0 samples)",
+                        "Pass at least one sample along the first axis.")
+    for x in batch:
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            raise bad_value("inputs", "finite numbers", "a batch with nan or inf entries",
+                            "Replace the non-finite entries of the inputs.")
+    if n is None:
+        return
+    if length != n:
+        raise bad_value("inputs", "a callable returning n samples (along the first axis) when "
+                        "called as inputs(n, generator)", f"{length} samples for n = {n}",
+                        "Return n fresh samples drawn with the generator passed in.")
+    if first.ndim:
+        # Stale draws: one sample repeated, or the prefix of an earlier batch again (a fixed
+        # tensor sliced to n). Compared over at least _FRESH_PREFIX samples, so that inputs from
+        # a small discrete set repeat by chance with probability <= (1/8)^4 or so.
+        flat = first.reshape(length, -1)
+        repeated = length >= _FRESH_PREFIX and bool((flat == flat[:1]).all())
+        earlier = any(min(len(d), length) >= _FRESH_PREFIX and d.shape[1:] == flat.shape[1:]
+                      and torch.equal(d[:min(len(d), length)], flat[:min(len(d), length)])
+                      for d in drawn)
+        if earlier or repeated:
+            raise bad_value("inputs", "a callable returning fresh samples on every call",
+                            "the same samples again" if earlier else
+                            f"one sample repeated {length} times",
+                            "Draw new samples from the generator passed in on each call, e.g. "
+                            "torch.randn(n, ..., generator=generator).")
+        drawn.append(flat)
+
+
+def _check_jacobian_memory(n: int, rows_per_sample: int, n_params: int) -> None:
+    """Refuse, with the estimate, N samples whose Jacobian rows do not fit in memory (80% of
+    the available memory): the rows, their stacked copy and the triangular factor."""
+    from ..dimension.memory import available_memory, format_bytes, resolve_budget  # noqa: PLC0415
+    from ..errors import ResourceError  # noqa: PLC0415
+
+    rows = n * rows_per_sample
+    peak = 2 * rows * n_params * 8 + min(rows, n_params) * n_params * 8
+    budget = resolve_budget(None, available_memory())
+    if peak > budget:
+        raise ResourceError(
+            f"`samples` must give a Jacobian that fits in memory; got {n} samples: {rows} rows x "
+            f"{n_params} parameters, about {format_bytes(peak)} peak against "
+            f"{format_bytes(budget)} (80% of the available memory). Pass a smaller samples "
+            f"(about {max(1, n * budget // peak)} fits).")
+
+
+def _rescaled_rank(model, chosen, fixed, theta, batch: tuple, mode: str, split,
+                   min_gap: float) -> tuple[float, int] | None:
+    """(RMS of the floating inputs, rank at the same inputs scaled to RMS 1), or None when the
+    inputs are already of order one (RMS within a factor 4 of 1) or have no floating part.
+
+    A rank below the bound at huge (or tiny) inputs can come from saturated units (tanh'(x)
+    underflows to 0 at |x| > 20), which the gap rule cannot see; a higher rank at the same
+    inputs rescaled proves the first reading is not the module's generic rank."""
+    floats = [x for x in batch if x.is_floating_point()]
+    if not floats:
+        return None
+    values = torch.cat([x.reshape(-1) for x in floats])
+    top = float(values.abs().max()) if values.numel() else 0.0
+    rms = top * float(torch.sqrt(torch.mean((values / top) ** 2))) if top > 0 else 0.0
+    if not 0.25 <= rms <= 4.0 and rms > 0 and math.isfinite(rms):
+        scaled = tuple(x / rms if x.is_floating_point() else x for x in batch)
+        f = _Map(model, chosen, fixed, scaled)
+        try:
+            J = _jacobian(f, theta, f(theta).numel(), mode)
+        except _TRANSFORM_ERRORS:
+            return None
+        if not bool(torch.isfinite(J).all()):
+            return None
+        if split is not None:
+            J = split.reduce(J)[0]
+        nr = numerical_rank(singular_values(J), *J.shape)
+        return rms, nr.rank if nr.is_settled(min_gap) else 0
+    return None
+
+
 class _Map:
     """theta (flat, float64) -> flattened output of the module on a fixed batch."""
 
@@ -299,7 +405,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
     parts = piecewise_parts(module)
     say_device(dev, say)
     t_start = time.perf_counter()
-    _select(module, params)  # bad names fail before the copy
+    _check_parameters(_select(module, params))  # bad names and kinds fail before the copy
     model = copy.deepcopy(module).to(dev, torch.float64).eval()
     chosen = _select(model, params)
     fixed = {n: p.detach() for n, p in model.named_parameters() if n not in chosen}
@@ -314,8 +420,12 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
                             "Drop samples, or pass inputs as a callable inputs(n, generator).")
         samples = check_int("samples", samples, minimum=1, fix="Pass N >= 1, e.g. 8.")
 
+    drawn: list[torch.Tensor] = []  # the first tensor of every batch drawn so far
+
     def draw(n: int) -> tuple:
-        return _prepare(inputs(n, gen) if grow else inputs, dev)
+        batch = _prepare(inputs(n, gen) if grow else inputs, dev)
+        _check_batch(batch, n if grow else None, drawn)
+        return batch
 
     def call(batch: tuple):
         try:
@@ -342,12 +452,17 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
             raise bad_value("symmetry_tangents", f"a callable returning a (k, {n_params}) tensor",
                             f"shape {tuple(tangents.shape)}",
                             "Return one tangent vector per row, in the order of the parameters.")
+        if not bool(torch.isfinite(tangents).all()):
+            raise bad_value("symmetry_tangents", "a callable returning finite tangent vectors",
+                            "a tensor with nan or inf", "Return finite tangents at these "
+                            "parameters (or leave symmetry_tangents out).")
         split = KernelSplit.from_tangents(tangents)
         upper = n_params - split.rank
 
     if grow:
         target = samples or max(2, math.ceil(2 * upper / rows_per_sample) + 1)
         max_samples = max_samples or max(8 * target, 64)
+        _check_jacobian_memory(target, rows_per_sample, n_params)
         batches: list[tuple] = []
     else:
         target = batch_len
@@ -364,6 +479,8 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
         while n_done < target:
             n_new = target - n_done
             batch = draw(n_new) if grow else probe
+            if grow:
+                batches.append(batch)
             # wrong shapes from a callable: one line, not an autodiff error
             n_rows = call(batch)[0].numel() if grow else probe_out.numel()
             f = _Map(model, chosen, fixed, batch)
@@ -380,8 +497,13 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
                 break
             if J is None:
                 raise ComputationError("no Jacobian mode works on this module: " + " | ".join(failures))
-            if not bool(torch.isfinite(J).all()):
-                raise ComputationError("the Jacobian has non-finite entries at these parameters")
+            if not bool(torch.isfinite(J).all()):  # finite inputs (checked): overflow
+                top = max(float(x.abs().max()) for x in batch if x.is_floating_point() and x.numel()) \
+                    if any(x.is_floating_point() for x in batch) else 0.0
+                raise bad_value("inputs", "inputs at which the module's Jacobian stays finite in "
+                                "float64", f"inf or nan entries (largest |input| {top:.1e}, "
+                                f"largest |parameter| {float(theta.abs().max()):.1e})",
+                                "Rescale the inputs (or the parameters) to order one.")
             if split is not None:
                 J, block_leak = split.reduce(J)
                 leak = max(leak, block_leak)
@@ -428,6 +550,14 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
                                                       " (pass inputs as a callable to grow N)"))
     else:
         notes.append(f"saturated in N: {saturated_by}")
+    if not ambiguous and nr.rank < upper:
+        every = tuple(torch.cat(parts_) for parts_ in zip(*batches)) if grow else probe
+        scaled = _rescaled_rank(model, chosen, fixed, theta, every, mode_used, split, min_gap)
+        if scaled is not None and scaled[1] > nr.rank:
+            ambiguous = True
+            notes.append(f"inputs of RMS {scaled[0]:.1e} saturate the module numerically: the same "
+                         f"inputs scaled to RMS 1 give rank {scaled[1]} > {nr.rank}, so rank "
+                         f"{nr.rank} is not settled (pass inputs of order one)")
     tiny = {name: eps for name, eps in norm_epsilons(model).items() if eps < EPSILON_VISIBLE}
     if tiny and not ambiguous and nr.rank < upper:
         # NOTE: [model constants that hide directions]

@@ -244,8 +244,35 @@ def symmetry_rules(spec: Spec) -> list[dict]:
     return rules
 
 
+def check_covered(spec: Spec, source: str = "config") -> None:
+    """Refuse a config the counting rules do not cover, rather than count it as if they did:
+    partial rotary embeddings (`partial_rotary_factor` or `rotary_pct` below 1, top level or in
+    `rope_scaling` / `rope_parameters`: the (Q, K) rule is for full rotary), and a gated MLP
+    whose gate activation (`hidden_act`) is not silu (a relu gate, positively homogeneous, has
+    one more rescaling per neuron). The real-models issue adds rules for these."""
+    if spec.rope:
+        places = [spec.extra] + [spec.extra[k] for k in ("rope_scaling", "rope_parameters")
+                                 if isinstance(spec.extra.get(k), dict)]
+        for place in places:
+            for name in ("partial_rotary_factor", "rotary_pct"):
+                value = place.get(name)
+                if value is not None and value != 1:
+                    raise bad_value(f"{source}: {name}", "1 (full rotary embeddings: the only "
+                                    "kind the (Q, K) counting rule covers)", value,
+                                    "Partial rotary embeddings have no counting rule yet; measure "
+                                    "the model with functional_dim instead.")
+    if spec.gated_mlp:
+        act = spec.extra.get("hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise bad_value(f"{source}: hidden_act", "'silu' (the gate activation the gated-MLP "
+                            "rules cover)", act, "Other gate activations have no counting rule "
+                            "yet; measure the model with functional_dim instead.")
+
+
 def count(spec: Spec) -> dict:
-    """Parameters, symmetry dimensions and the symmetry-aware count, per layer and in total."""
+    """Parameters, symmetry dimensions and the symmetry-aware count, per layer and in total;
+    refuses a config the rules do not cover (`check_covered`)."""
+    check_covered(spec)
     params = parameters(spec)
     rules = symmetry_rules(spec)
     per_layer_params = sum(params["layer"].values())
