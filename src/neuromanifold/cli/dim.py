@@ -62,9 +62,13 @@ def dim(
 
             raise bad_value("backend", "'local' with --hf-config", backend,
                             "Drop --backend dask: shrunk Hugging Face models run on this machine.")
-        from .hfdim import hf_dim  # noqa: PLC0415
+        from .hfdim import check_hf_options, hf_dim  # noqa: PLC0415
 
-        return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json)
+        check_hf_options(method=method, attention=attention, temperature=temperature,
+                         samples=samples, prime=prime, precision=precision, heads=heads,
+                         values=values, residual=residual, mlp=mlp, activation=activation,
+                         norm=norm)
+        return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json, max_memory)
     if widths is None or keys is None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
