@@ -103,6 +103,10 @@ def check_backend(backend: object, scheduler: object = None) -> str:
     if scheduler is not None and backend != "dask":
         raise bad_value("scheduler", "given only with --backend dask", scheduler,
                         "Add --backend dask, or drop --scheduler.")
+    if scheduler is not None:
+        from .scheduler import check_scheduler_address  # noqa: PLC0415
+
+        check_scheduler_address(scheduler)
     return backend
 
 
