@@ -69,12 +69,22 @@ keys = [[2]]
 tokens = [3]
 residual = [true]
 mlp = [[2]]
-activation = ["relu"]
+activation = ["relu", "square"]
 method = ["auto", "exact"]
 """))
-    # widths 3,2 with a residual are skipped; exact of a relu MLP is skipped.
-    assert [(i["widths"], i["method"]) for i in grid.items] == [((3, 3), "auto")]
-    assert grid.n_skipped == 3
+    # widths 3,2 with a residual are skipped; exact of a relu MLP is skipped (the square one has it).
+    assert sorted((i["widths"], i["method"], i.get("activation", "square")) for i in grid.items) == [
+        ((3, 3), "auto", "relu"), ((3, 3), "auto", "square"), ((3, 3), "exact", "square")]
+    assert grid.n_skipped == 5
+
+
+def test_grid_asking_exact_of_no_polynomial_network_is_refused(tmp_path):
+    """method = ["auto", "exact"] where no network of the table is polynomial: refused up front
+    (issue 24: a softmax grid asking for exact started instead)."""
+    for networks in ('mlp = [[2]]\nactivation = ["relu"]\n', 'attention = ["softmax"]\n'):
+        with pytest.raises(InputError, match=r"`method` in grid .*\('exact' has none for softmax"):
+            load_grid(_grid(tmp_path, 'widths = [[3, 3]]\nkeys = [[2]]\ntokens = [3]\n'
+                            'method = ["auto", "exact"]\n' + networks))
 
 
 def test_bad_block_options_in_a_grid(tmp_path):

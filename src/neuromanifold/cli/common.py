@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import typer
@@ -88,6 +91,54 @@ def print_json(obj) -> None:
     sys.stdout.write(json.dumps(clean(obj), indent=2) + "\n")
 
 
+
+
+class TimeLimitReached(BaseException):
+    """Raised in the main thread when a command's --timeout passes (a BaseException, like
+    KeyboardInterrupt, so that no library's `except Exception` swallows it)."""
+
+
+def check_timeout(timeout: object) -> float | None:
+    """--timeout as a positive finite number of seconds (or None)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not 0 < timeout < math.inf:
+        raise bad_value("timeout", "a positive number of seconds", timeout,
+                        "Pass e.g. --timeout 600, or leave it out for no limit.")
+    return float(timeout)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise TimeLimitReached when `seconds` of wall time pass inside the block (SIGALRM; the
+    handler runs when Python regains control, so one long LAPACK or flint call ends first)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(_signum, _frame):
+        raise TimeLimitReached
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def print_stopped(command: str, seconds: float, as_json: bool, architecture: dict | None) -> None:
+    """The result of a command stopped by --timeout: status `stopped`, no value (stdout)."""
+    why = (f"the --timeout of {seconds:g} s passed before a rank was read; rerun with a larger "
+           "--timeout")
+    if as_json:
+        print_json({"command": command, "status": "stopped", "dimension": None, "rank": None,
+                    "timeout": seconds, "architecture": architecture, "notes": [why]})
+    else:
+        print(f"{command}: no answer  [stopped: {why}]")
 
 
 def stderr_progress(command: str):

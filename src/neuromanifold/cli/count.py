@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..core.checks import bad_value
+from ..core.checks import bad_value, check_seed
 from .common import EXIT_AMBIGUOUS, err, print_json
 
 
@@ -57,14 +57,26 @@ def count_command(
                                              help="A shipped config: gpt2, llama, mistral, qwen2 or bert."),
     validate: bool = typer.Option(False, "--validate", help="Measure a shrunk random model of the "
                                   "same family with functional_dim and compare with the count."),
-    tokens: int = typer.Option(4, help="Sequence length of the shrunk model's inputs (--validate)."),
-    seed: int = typer.Option(0, help="Random seed of the shrunk model's weights and inputs."),
+    tokens: Optional[int] = typer.Option(None, help="Sequence length of the shrunk model's inputs "
+                                         "(--validate; default 4)."),
+    seed: Optional[int] = typer.Option(None, help="Random seed of the shrunk model's weights and "
+                                       "inputs (--validate; default 0)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
     from ..models import hf  # noqa: PLC0415
 
+    if seed is not None:
+        check_seed(seed)
+    for name, value in (("tokens", tokens), ("seed", seed)):
+        if value is not None and not validate:
+            raise bad_value(name, "given only with --validate (the count itself draws nothing)",
+                            value, f"Add --validate to measure a shrunk model, or drop --{name}.")
+    tokens = hf.SHRINK_DEFAULTS["tokens"] if tokens is None else tokens
+    seed = 0 if seed is None else seed
     spec = spec_from_options(config, model_type)
+    if validate:
+        hf.plan_validation(spec, tokens=tokens)  # refuse sizes that cannot be measured, first
     result = hf.count(spec)
     result["model_class_parameters"] = hf.model_parameters(spec) if hf.have_transformers() else None
     check = None

@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 
 from ..core.checks import check_seed
-from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
+from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, check_timeout,
+                     print_json, print_stopped, stderr_progress, time_limit)
 
 
 def dim(
@@ -50,9 +51,13 @@ def dim(
     shrink: Optional[str] = typer.Option(None, help="With --hf-config: the shrunk size, e.g. "
                                          "layers=2,heads=4,head_dim=2,intermediate=12,vocab=7 "
                                          "(--tokens gives the sequence length)."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds of wall time; past them the "
+                                            "computation stops with status `stopped` and exit "
+                                            "code 1 (as a sweep item's timeout)."),
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     check_seed(seed)
+    timeout = check_timeout(timeout)
     from ..core.checks import check_backend  # noqa: PLC0415
 
     backend = check_backend(backend.lower(), scheduler)
@@ -62,9 +67,19 @@ def dim(
 
             raise bad_value("backend", "'local' with --hf-config", backend,
                             "Drop --backend dask: shrunk Hugging Face models run on this machine.")
-        from .hfdim import hf_dim  # noqa: PLC0415
+        from .hfdim import check_hf_options, hf_dim  # noqa: PLC0415
 
-        return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json)
+        check_hf_options(method=method, attention=attention, temperature=temperature,
+                         samples=samples, prime=prime, precision=precision, heads=heads,
+                         values=values, residual=residual, mlp=mlp, activation=activation,
+                         norm=norm)
+        try:
+            with time_limit(timeout):
+                return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
+                              max_memory)
+        except TimeLimitReached:
+            print_stopped("dim", timeout, as_json, {"hf_config": hf_config, "shrink": shrink})
+            raise typer.Exit(EXIT_AMBIGUOUS) from None
     if widths is None or keys is None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -76,10 +91,15 @@ def dim(
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 
-    result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
-                               device=device, prime=prime, progress=progress,
-                               max_memory=max_memory, precision=precision, backend=backend,
-                               scheduler=scheduler)
+    try:
+        with time_limit(timeout):
+            result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
+                                       device=device, prime=prime, progress=progress,
+                                       max_memory=max_memory, precision=precision,
+                                       backend=backend, scheduler=scheduler)
+    except TimeLimitReached:
+        print_stopped("dim", timeout, as_json, arch.to_dict())
+        raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json(result.to_dict())
     else:

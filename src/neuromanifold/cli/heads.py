@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..core.checks import bad_value, check_int
+from ..core.checks import bad_value, check_int, check_seed
 from ..io.outputs import staged_files
 from .common import EXIT_AMBIGUOUS, check_output_files, err, parse_int_list, print_json
 
@@ -27,10 +27,13 @@ def heads(
     """Dimension vs heads: lightning (exact/certified) and softmax (numerical) side by side."""
     from ..core.architecture import Architecture  # noqa: PLC0415
 
+    check_seed(seed)
     pair = parse_int_list("widths", widths, "3,3")
     if len(pair) != 2:
         raise bad_value("widths", "two widths d,d' (one layer)", widths, "Pass e.g. --widths 3,3.")
-    check_int("max_heads", max_heads, minimum=1, fix="Pass --max-heads 4.")
+    from ..experiments.heads import check_max_heads  # noqa: PLC0415
+
+    check_max_heads(max_heads)
     check_int("value", value, minimum=0, fix="Pass --value 3, or 0 for unfactored values.")
     v = None if value == 0 else value
     Architecture(pair, (key,), tokens, heads=(max_heads,), values=None if v is None else (v,))
@@ -38,8 +41,10 @@ def heads(
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / "heads.png", out / "heads.csv"
     check_output_files([png, table], force)
+    from ..experiments.heads import check_heads_memory, heads_experiment  # noqa: PLC0415
+
+    check_heads_memory(max_heads, pair, key, v, tokens)
     out.mkdir(parents=True, exist_ok=True)
-    from ..experiments.heads import heads_experiment  # noqa: PLC0415
     from ..experiments.plots import plot_heads  # noqa: PLC0415
 
     rows = heads_experiment(max_heads, widths=pair, key=key, value=v, tokens=tokens, seed=seed,

@@ -23,11 +23,32 @@ def parse_shrink(text: Optional[str]) -> dict:
         if key not in allowed or not value.strip().isdigit():
             raise bad_value("shrink", f"comma-separated key=value with keys {', '.join(allowed)}",
                             part, "Pass e.g. --shrink layers=2,heads=4,head_dim=2.")
+        if key in out:
+            raise bad_value("shrink", "each key at most once", text,
+                            f"Give {key}= once (it was given {out[key]} and {int(value)}).")
         out[key] = int(value)
     return out
 
 
-def hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json) -> None:
+# Options of `dim` that a shrunk Hugging Face model does not use, with their defaults: given
+# with --hf-config they are refused rather than silently ignored.
+NOT_WITH_HF = {"method": "auto", "attention": "lightning", "temperature": 1.0, "samples": None,
+               "prime": None, "precision": None, "heads": None, "values": None, "residual": False,
+               "mlp": None, "activation": "square", "norm": "none"}
+
+
+def check_hf_options(**given) -> None:
+    """Refuse any option of NOT_WITH_HF given a value other than its default."""
+    for name, default in NOT_WITH_HF.items():
+        value = given[name]
+        if (value.lower() if isinstance(value, str) else value) != default:
+            raise bad_value(name, "left out with --hf-config (the shrunk model's architecture "
+                            "comes from the config; its rank is numerical)", value,
+                            f"Drop --{name}; to change the shrunk sizes use --shrink.")
+
+
+def hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
+           max_memory=None) -> None:
     from ..models import hf  # noqa: PLC0415
 
     if hf_config is None or widths is not None or keys is not None:
@@ -36,7 +57,8 @@ def hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json) -> No
     sizes = parse_shrink(shrink)
     spec = hf.read_config(hf.load_config(hf_config), source=str(hf_config))
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
-    check = hf.validate(spec, seed=seed, device=device, progress=progress, tokens=tokens, **sizes)
+    check = hf.validate(spec, seed=seed, device=device, progress=progress, tokens=tokens,
+                        max_memory=max_memory, **sizes)
     result = check["result"]
     if as_json:
         print_json(check)

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from .common import (ACTIVATION_OPTION, EXIT_AMBIGUOUS, NORM_OPTION, RESIDUAL_OPTION, err,
-                     print_json)
+from .common import (ACTIVATION_OPTION, EXIT_AMBIGUOUS, NORM_OPTION, RESIDUAL_OPTION,
+                     TimeLimitReached, check_timeout, err, print_json, print_stopped, time_limit)
 
 
 def rank(
@@ -27,8 +27,12 @@ def rank(
     norm: Optional[str] = NORM_OPTION,
     generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds of wall time; past them the "
+                                            "computation stops with status `stopped` and exit "
+                                            "code 1."),
 ) -> None:
     """Jacobian rank at the given weights (their local functional dimension), with the generic dimension."""
+    timeout = check_timeout(timeout)
     from ..dimension.point import rank_at_point  # noqa: PLC0415
     from ..io.block_weightfiles import read_network_file  # noqa: PLC0415
 
@@ -37,8 +41,14 @@ def rank(
                              norm=norm and norm.lower(), name="weights")
     arch, point = data.arch, data.point
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
-    result = rank_at_point(arch, point, method=method.lower(), samples=samples,
-                           seed=seed, precision=precision, generic=generic, progress=progress)
+    try:
+        with time_limit(timeout):
+            result = rank_at_point(arch, point, method=method.lower(), samples=samples,
+                                   seed=seed, precision=precision, generic=generic,
+                                   progress=progress)
+    except TimeLimitReached:
+        print_stopped("rank", timeout, as_json, arch.to_dict())
+        raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json({"read_as": data.to_dict(), **result.to_dict()})
     else:

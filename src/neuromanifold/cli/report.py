@@ -31,6 +31,9 @@ def report_command(
     if as_json:
         print_json(dict(summary, db=str(db), seed=seed))
     else:
-        print(f"report of {db}: {summary['rows']} results ({summary['heatmap_rows']} in the heat map)")
+        print(f"report of {db}: {summary['rows']} results ({summary['heatmap_rows']} in the heat map)"
+              + (f"; {summary['damaged_rows']} damaged rows skipped (bad "
+                 + ", ".join(f"{k}: {n}" for k, n in summary["damage"].items()) + ")"
+                 if summary["damaged_rows"] else ""))
         for path in summary["files"]:
             print(f"wrote {path}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .checks import ATTENTION_KINDS, bad_value, check_choice, check_int, check_int_tuple, check_positive_float
-from .limits import check_sizes
+from .limits import check_block_sizes, check_sizes
 
 ACTIVATIONS = ("square", "relu", "gelu", "tanh")
 NORMS = ("none", "layernorm", "rmsnorm")
@@ -84,6 +84,7 @@ class Architecture:
         mlp = per_layer("mlp", self.mlp, 0, "3,3")
         if mlp is not None and all(m == 0 for m in mlp):
             mlp = None
+        check_block_sizes(heads, values, mlp)
         if not isinstance(self.residual, bool):
             raise bad_value("residual", "True or False", self.residual, "Pass residual=True or False.")
         if self.residual and len(set(self.widths)) != 1:

@@ -103,6 +103,10 @@ def check_backend(backend: object, scheduler: object = None) -> str:
     if scheduler is not None and backend != "dask":
         raise bad_value("scheduler", "given only with --backend dask", scheduler,
                         "Add --backend dask, or drop --scheduler.")
+    if scheduler is not None:
+        from .scheduler import check_scheduler_address  # noqa: PLC0415
+
+        check_scheduler_address(scheduler)
     return backend
 
 
@@ -115,6 +119,19 @@ def check_positive_float(name: str, value: object) -> float:
     if not out > 0 or out == float("inf"):
         raise bad_value(name, "a positive finite number", value, "Pass e.g. 1.0.")
     return out
+
+
+def check_min_gap(min_gap: object) -> float:
+    """Return `min_gap` (decades of singular-value gap that settle a numerical rank) as a positive
+    finite float; NaN, zero, negative, infinite or non-numeric values are the template error."""
+    if isinstance(min_gap, bool) or not isinstance(min_gap, numbers.Real):
+        raise bad_type("min_gap", "a positive number of decades", min_gap,
+                       "Pass e.g. min_gap=4.0 (the default), or leave it out.")
+    value = float(min_gap)
+    if not (0 < value < float("inf")):
+        raise bad_value("min_gap", "a positive finite number of decades", min_gap,
+                        "Pass e.g. min_gap=4.0 (the default), or leave it out.")
+    return value
 
 
 def check_weights_type(name: str, weights: object, kind: type | tuple[type, ...]) -> None:

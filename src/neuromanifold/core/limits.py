@@ -19,6 +19,7 @@ MAX_WIDTH = 100_000          # any d_i or a_i
 MAX_TOKENS = 100_000         # t
 MAX_LAYERS = 1_000           # l
 JOBS_PER_CORE = 4            # worker processes per CPU core
+MAX_HEADS = 1_024            # H_i, heads of one layer (every head is a block of the layout)
 
 
 def check_sizes(widths: tuple[int, ...], keys: tuple[int, ...], tokens: int) -> None:
@@ -33,6 +34,17 @@ def check_sizes(widths: tuple[int, ...], keys: tuple[int, ...], tokens: int) -> 
                             f"Pass {name} of at most {MAX_WIDTH} each.")
     if tokens > MAX_TOKENS:
         raise bad_value("tokens", f"at most {MAX_TOKENS}", tokens, f"Pass --tokens {MAX_TOKENS} or fewer.")
+
+
+def check_block_sizes(heads, values, mlp) -> None:
+    """Refuse more than MAX_HEADS heads in a layer, or value or MLP widths above MAX_WIDTH
+    (checked before the parameter layout, which has one entry per head, is built)."""
+    for name, entries, cap in (("heads", heads, MAX_HEADS), ("values", values, MAX_WIDTH),
+                               ("mlp", mlp, MAX_WIDTH)):
+        big = [v for v in entries or () if v > cap]
+        if big:
+            raise bad_value(name, f"integers at most {cap}", big[0],
+                            f"Pass --{name} of at most {cap} each.")
 
 
 def max_jobs() -> int:

@@ -19,7 +19,7 @@ from typing import Literal
 from ..core.architecture import Architecture
 from ..errors import ResourceError
 from ..core.checks import (METHODS, bad_value, check_architecture, check_backend, check_choice,
-                           check_int)
+                           check_int, check_min_gap, check_seed)
 from .rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
@@ -71,6 +71,51 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
     backend = check_backend(backend, scheduler)
+    seed = check_seed(seed)
+    min_gap = check_min_gap(min_gap)
+    if prime is not None:
+        prime = check_word_size_prime(prime)
+    samples, capped = cap_samples(arch, samples)
+    result = _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
+                       precision, backend, scheduler)
+    if capped is not None:
+        result.notes.insert(0, capped)
+    return result
+
+
+def check_word_size_prime(prime: object) -> int:
+    """`prime` validated for every exact and certified path (a prime 3 <= p < 2^31), before any
+    work: a composite is refused whichever path would have used it (lightning, softmax `auto`
+    before it escalates, relu blocks)."""
+    from .fp import check_prime  # noqa: PLC0415
+
+    p = check_prime("prime", prime)
+    if p >= 2 ** 31:
+        raise bad_value("prime", "a prime below 2^31 (residue products must fit in int64)", p,
+                        "Pass a prime such as 2147483629 (the default).")
+    return p
+
+
+def cap_samples(arch: Architecture, samples: object) -> tuple[int | None, str | None]:
+    """(N, note): `samples` validated, and capped at n_params with a note when it is larger.
+
+    Math: for generic inputs the row spaces of the samples' Jacobians add rank until one
+    generic sample adds none, after which none ever does (the span of every sample's rows is
+    reached); each sample that adds rank adds at least one, so N = n_params samples reach the
+    rank of all of them, and more only cost time and memory."""
+    if samples is None:
+        return None, None
+    samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more, or leave "
+                        "it out to grow N automatically.")
+    if samples <= arch.n_params:
+        return samples, None
+    return arch.n_params, (f"N capped at n_params = {arch.n_params} (asked for {samples}): "
+                           "generic samples past it cannot add rank")
+
+
+def _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
+              precision, backend, scheduler) -> DimensionResult:
+    """The path of `method` for `arch` (arguments validated by `neuromanifold_dim`)."""
     if backend == "dask":
         return _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress,
                          max_memory, precision, scheduler)

@@ -103,6 +103,9 @@ def connect(scheduler: str | None, n_workers: int = LOCAL_WORKERS):
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=logging.CRITICAL)
         return Client(cluster), cluster
+    from ..core.scheduler import probe_scheduler  # noqa: PLC0415
+
+    probe_scheduler(scheduler, CONNECT_SECONDS)  # a silent or foreign server: one line, bounded
     try:
         return Client(scheduler, timeout=CONNECT_SECONDS), None
     except (OSError, TimeoutError, ValueError) as exc:

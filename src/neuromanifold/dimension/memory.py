@@ -280,6 +280,24 @@ def _first_samples(arch: Architecture, samples: int | None, min_samples: int | N
     return samples if samples is not None else max(first, min_samples or 0)
 
 
+def attention_work_bytes(arch: Architecture, n_samples: int) -> int:
+    """Bytes of the least autodiff working set over `n_samples` samples: one Jacobian column (or
+    row), whose forward pass holds per layer and head a t x t score matrix and its softmax (and
+    their tangents) beside the t-token activations; `jacobians._chunk_columns` never makes a
+    chunk smaller than this, so with many tokens it is the floor of every Jacobian path (t =
+    100,000 needs 80 GB a sample and layer for one score matrix alone)."""
+    t, widest = arch.tokens, max(max(arch.widths), max(arch.mlp_widths))
+    per_layer = t * (6 * widest + 3 * t * max(arch.head_counts))
+    return n_samples * per_layer * arch.n_layers * 8
+
+
+def _fewer_tokens(arch: Architecture, part: int) -> str:
+    """', fewer --tokens (...)' when the t x t score matrices are most of `part`, else ''."""
+    one = attention_work_bytes(arch, 1)
+    return (f", fewer --tokens (the t x t scores of one sample take {format_bytes(one)})"
+            if 2 * one >= part else "")
+
+
 def _row_block_parts(arch: Architecture, n_block: int) -> dict:
     """Bytes of one block of Jacobian rows over `n_block` samples (the full rows, their autodiff
     intermediates, two reduced copies; the rotated copy and the dense tangents where no gauge
@@ -288,7 +306,8 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
     n_tangents, cols = _upper_guess(arch)
     block_rows = n_block * arch.tokens * arch.widths[-1]
     per_row = P + n_block * arch.tokens * max(arch.widths) * 6 * arch.n_layers
-    intermediates = min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8)
+    intermediates = max(min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8),
+                        attention_work_bytes(arch, n_block))
     parts = {"Jacobian block": block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8}
     if not gauge_applies(arch):
         parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
@@ -321,7 +340,8 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     held = parts.get("symmetry tangents", 0) / 3
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0),
                                 held + parts["Jacobian block"] + factor)
-    advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {rows} rows here), fewer "
+    advice = (f"Use smaller --widths or --keys (rank taken on {cols} columns x {rows} rows here)"
+              f"{_fewer_tokens(arch, parts['Jacobian block'])}, fewer "
               f"samples (--samples {math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
                           int(peak), parts, advice)
@@ -414,7 +434,7 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     # One chunk of full-width rows with its reverse-mode intermediates (exact._sample_rows sizes
     # chunks to EXACT_CHUNK_BYTES), their concatenation and the kept columns.
     per_sample = n_rows * (P + 6 * max(arch.widths) * arch.tokens * arch.n_layers) * 8
-    chunk = 3 * min(EXACT_CHUNK_BYTES, N * per_sample)
+    chunk = 3 * max(min(EXACT_CHUNK_BYTES, N * per_sample), attention_work_bytes(arch, 1))
     if certify:
         # Dense int64 tangents, reduced in place; a second copy while the hidden and read-out
         # ones are appended (the staircase reads the rows without copying them).
@@ -427,7 +447,8 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     parts["flint matrix"] = int(3.5 * kept)
     peak = parts["torch"] + max(parts.get("symmetry tangents", 0), parts["rows of S J"],
                                 parts["flint matrix"])
-    advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {cols} matrix over F_p here) or "
+    advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {cols} matrix over F_p here)"
+              f"{_fewer_tokens(arch, parts['rows of S J'])} or "
               f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
 
@@ -446,3 +467,21 @@ def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
     parts = dict(base.parts, **{"ball block": ball})
     return MemoryEstimate(base.what.replace("numerical rank", "certified rank"), base.peak + ball,
                           parts, base.advice.replace(", or --device cuda", ""))
+
+
+def point_estimate(arch: Architecture, samples: int, certify: bool,
+                   precision: int = BALL_DEFAULT_PRECISION) -> MemoryEstimate:
+    """Peak of `rank_at_point` over `samples` inputs: the whole float Jacobian (N t d_l rows,
+    n_params columns) with its row-scaled copy and the copy LAPACK takes for the singular
+    values, the autodiff working set, and for a proof the r x r ball block and its copy."""
+    P = arch.n_params
+    rows = samples * arch.tokens * arch.widths[-1]
+    parts = {"torch": _BASE_BYTES, "Jacobian and its copies": 3 * rows * P * 8,
+             "autodiff": max(min(AUTODIFF_CHUNK_BYTES, rows * P * 8),
+                             attention_work_bytes(arch, samples))}
+    if certify:
+        parts["ball block"] = 2 * P * P * (48 + 2 * math.ceil(precision / 64) * 8)
+    advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.widths[-1]))} "
+              "is the least) or fewer tokens")
+    return MemoryEstimate(f"rank at a point of {arch} ({P} parameters, N = {samples})",
+                          int(sum(parts.values())), parts, advice)

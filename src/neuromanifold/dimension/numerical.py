@@ -14,7 +14,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.checks import (bad_value, check_architecture, check_backend, check_seed, check_choice,
-                           check_int, check_positive_float)
+                           check_int, check_min_gap, check_positive_float)
 from ..core.formulas import effective_width, expected_dim, general
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
@@ -192,6 +192,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                 samples, f"Pass --samples {floor} or more, or leave it out to choose N automatically.")
     if max_seconds is not None:
         max_seconds = check_positive_float("max_seconds", max_seconds)
+    min_gap = check_min_gap(min_gap)
+    if max_samples is not None:
+        max_samples = check_int("max_samples", max_samples, minimum=1,
+                                fix="Pass max_samples=64, or leave it out.")
     if backend == "dask" and str(device) != "cpu":
         raise bad_value("device", "'cpu' with --backend dask", device,
                         "Dask workers compute on their CPUs; drop --device, or use --backend local.")

@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..core.architecture import Architecture
+from ..core.checks import (bad_value, check_architecture, check_choice, check_int, check_min_gap,
+                           check_seed)
 from ..core.finite import largest_entry, require_finite
-from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_seed
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
@@ -110,15 +111,19 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         >>> (r.rank, r.status)
         (25, 'certified')
     """
-    from .api import ESCALATE_GAP_DECADES  # noqa: PLC0415
+    from .api import ESCALATE_GAP_DECADES, cap_samples  # noqa: PLC0415
 
     check_architecture(arch)
     method = check_choice("method", method, POINT_METHODS)
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(
         "precision", precision, minimum=16, fix=f"Pass --precision {DEFAULT_PRECISION} or more.")
-    if samples is not None:
-        samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
+    min_gap = check_min_gap(min_gap)
+    samples, capped = cap_samples(arch, samples)
+    n = samples or max(1, math.ceil(ROW_FACTOR * arch.n_params / (arch.widths[-1] * arch.tokens)) + 1)
+    from .memory import check_memory, point_estimate  # noqa: PLC0415
+
+    check_memory(point_estimate(arch, n, certify=method != "numerical", precision=bits))
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
     if arch.is_block:
@@ -141,7 +146,6 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         def evaluator(X):
             return lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols)
     t_upper = time.perf_counter() - t_start
-    n = samples or max(1, math.ceil(ROW_FACTOR * arch.n_params / (arch.widths[-1] * arch.tokens)) + 1)
     gen = seeded_generator(seed, "point-inputs")
     X = _dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
     t0 = time.perf_counter()
@@ -191,6 +195,8 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         out = PointRank(rank=ball.proved, method="certified",
                         status="certified" if certified else "lower-bound",
                         lower_bound=ball.proved, precision=ball.precision, notes=notes, **result)
+    if capped is not None:
+        out.notes.insert(0, capped)
     if generic:
         from .api import neuromanifold_dim  # noqa: PLC0415
 

@@ -86,9 +86,33 @@ def load_config(path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_value("config", "a readable JSON file", str(path),
                         f"Fix the file ({type(exc).__name__}: {exc}).") from None
+    except RecursionError:
+        raise bad_value("config", "a JSON file nested at most a few hundred levels deep", str(path),
+                        "Pass a model's config.json (published configs nest two or three levels)."
+                        ) from None
     if not isinstance(cfg, dict):
         raise bad_value("config", "a JSON object", type(cfg).__name__, "Pass a model's config.json.")
     return cfg
+
+
+# Largest size field (widths, heads, vocabulary, positions) and layer count a config may give:
+# far above published models (Llama 3.1 405B: hidden 16,384, intermediate 53,248, 126 layers),
+# low enough that the model class builds on the meta device in seconds and sizes stay exact.
+MAX_CONFIG_SIZE = 2 ** 24
+MAX_CONFIG_LAYERS = 1_000
+
+
+def _size(name: str, value: object, minimum: int, cap: int) -> int:
+    """A config's size field as an int in [minimum, cap], or one line naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not value.is_integer()):
+        raise bad_value(name, f"a whole number >= {minimum}", value,
+                        "Use the published value (a JSON integer, without quotes).")
+    value = int(value)
+    if not minimum <= value <= cap:
+        raise bad_value(name, f"a whole number from {minimum} to {cap:,}", value,
+                        "Use the published value.")
+    return value
 
 
 def read_config(config, source: str = "config") -> Spec:
@@ -101,13 +125,26 @@ def read_config(config, source: str = "config") -> Spec:
                         "Only these families have counting rules; see docs/models.md.")
 
     def num(names, what, minimum=1):
-        value = _field(config, names, what, source)
-        return check_int(f"{source}: {names[0]}", value, minimum=minimum,
-                         fix=f"Use the published value of {names[0]}.")
+        return _size(f"{source}: {names[0]}", _field(config, names, what, source), minimum,
+                     MAX_CONFIG_LAYERS if what == "layers" else MAX_CONFIG_SIZE)
+
+    def optional_num(name, default):
+        value = config.get(name)
+        return default if value is None else _size(f"{source}: {name}", value, 1, MAX_CONFIG_SIZE)
+
+    def flag(name, default=False):
+        value = config.get(name, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise bad_value(f"{source}: {name}", "true or false (a JSON boolean)", value,
+                            f"Write \"{name}\": {str(bool(default)).lower()} without quotes, as in "
+                            "the published config.json.")
+        return value
 
     if mt == "gpt2":
         d, H, L = num(["n_embd"], "width"), num(["n_head"], "heads"), num(["n_layer"], "layers")
-        common = dict(hidden=d, heads=H, kv_heads=H, intermediate=config.get("n_inner") or 4 * d,
+        common = dict(hidden=d, heads=H, kv_heads=H, intermediate=optional_num("n_inner", 4 * d),
                       layers=L, vocab=num(["vocab_size"], "vocabulary"),
                       positions=num(["n_positions"], "positions"), type_vocab=0, rope=False,
                       q_bias=True, k_bias=True, v_bias=True, o_bias=True, mlp_bias=True,
@@ -126,15 +163,15 @@ def read_config(config, source: str = "config") -> Spec:
                       norm="layernorm", prenorm=False, gated_mlp=False)
     else:
         d, H = num(["hidden_size"], "width"), num(["num_attention_heads"], "heads")
-        kv = num(["num_key_value_heads"], "key/value heads") if config.get("num_key_value_heads") else H
-        attn_bias = bool(config.get("attention_bias", False))
+        kv = optional_num("num_key_value_heads", H)
+        attn_bias = flag("attention_bias")
         qkv_bias = True if mt == "qwen2" else attn_bias
         common = dict(hidden=d, heads=H, kv_heads=kv,
                       intermediate=num(["intermediate_size"], "MLP width"),
                       layers=num(["num_hidden_layers"], "layers"), vocab=num(["vocab_size"], "vocabulary"),
                       positions=0, type_vocab=0, rope=True, q_bias=qkv_bias, k_bias=qkv_bias,
                       v_bias=qkv_bias, o_bias=attn_bias and mt == "llama",
-                      mlp_bias=bool(config.get("mlp_bias", False)) and mt == "llama",
+                      mlp_bias=flag("mlp_bias") and mt == "llama",
                       norm="rmsnorm", prenorm=True, gated_mlp=True)
     head_dim = config.get("head_dim") if mt in ("llama", "mistral", "qwen2") else None
     if head_dim is None:
@@ -142,7 +179,7 @@ def read_config(config, source: str = "config") -> Spec:
             raise bad_value(f"{source}: hidden size", f"divisible by the number of heads ({H})", d,
                             "Fix hidden_size or num_attention_heads (or give head_dim).")
         head_dim = d // H
-    head_dim = check_int(f"{source}: head_dim", head_dim, minimum=1, fix="Use the published head_dim.")
+    head_dim = _size(f"{source}: head_dim", head_dim, 1, MAX_CONFIG_SIZE)
     if H % common["kv_heads"]:
         raise bad_value(f"{source}: num_key_value_heads", f"a divisor of num_attention_heads ({H})",
                         common["kv_heads"], "Fix num_key_value_heads.")
@@ -352,10 +389,19 @@ def _base_model(spec: Spec):
     require_transformers(f"building a {MODEL_CLASSES[spec.model_type]}")
     from transformers import AutoModel, BertModel  # noqa: PLC0415
 
-    config = hf_config(spec)
-    if spec.model_type == "bert":
-        return BertModel(config, add_pooling_layer=False)
-    return AutoModel.from_config(config)
+    try:
+        config = hf_config(spec)
+        if spec.model_type == "bert":
+            return BertModel(config, add_pooling_layer=False)
+        return AutoModel.from_config(config)
+    except Exception as exc:  # noqa: BLE001 - transformers' own validation of the config's fields
+        if not isinstance(exc, (TypeError, ValueError, KeyError)) and \
+                not type(exc).__name__.startswith("StrictDataclass"):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])
+        raise bad_value("config", f"fields that transformers accepts for {MODEL_CLASSES[spec.model_type]}",
+                        " ".join(line.strip() for line in first[:2]),
+                        "Fix or remove the field it names, as in the published config.json.") from None
 
 
 def hf_config(spec: Spec):
@@ -453,11 +499,48 @@ def measure(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None):
     return result, n_model
 
 
-def validate(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None, **shrink) -> dict:
-    """Shrink `spec`, count it and measure it: measured vs counted, with the time taken."""
+def measure_estimate(small: Spec, tokens: int):
+    """Peak memory of `measure` on the shrunk spec `small` with `tokens` tokens (a
+    `dimension.memory.MemoryEstimate`): functional_dim's first pass holds the Jacobian (N t
+    hidden rows, one column per parameter), its concatenation and QR factor, the identity its
+    forward mode pushes through, and the least autodiff working set (per layer and head a
+    t x t score matrix with its softmax and their tangents)."""
+    from ..dimension.memory import _BASE_BYTES, MemoryEstimate  # noqa: PLC0415
+
+    P = count(small)["n_params"]
+    rows = tokens * small.hidden
+    N = max(2, math.ceil(2 * P / rows) + 1)
+    jacobian = N * rows * P * 8
+    widest = max(small.hidden, small.intermediate)
+    work = N * small.layers * tokens * (3 * tokens * small.heads + 6 * widest) * 8
+    parts = {"torch": _BASE_BYTES, "Jacobian, stacked rows and QR": 3 * jacobian,
+             "identity of the forward mode": P * P * 8, "autodiff": work}
+    advice = ("Use smaller --shrink sizes (heads, head_dim, intermediate, vocab, layers) or fewer "
+              "--tokens")
+    return MemoryEstimate(f"functional dimension of the shrunk {MODEL_CLASSES[small.model_type]} "
+                          f"({P} parameters, N = {N}, {tokens} tokens)",
+                          int(sum(parts.values())), parts, advice)
+
+
+def plan_validation(spec: Spec, max_memory=None, **shrink) -> tuple[Spec, int]:
+    """(shrunk spec, tokens) that `validate` measures, after its memory check: one call before
+    any work refuses sizes (--shrink, --tokens) whose measurement would not fit."""
+    from ..dimension.memory import check_memory  # noqa: PLC0415
+
     small = shrunk_spec(spec, **{**SHRINK_DEFAULTS, **shrink})
     tokens = {**SHRINK_DEFAULTS, **shrink}["tokens"]
     small = replace(small, extra={**small.extra, "_tokens": tokens})
+    check_memory(measure_estimate(small, tokens), max_memory)
+    return small, tokens
+
+
+def validate(spec: Spec, *, seed: int = 0, device: str = "cpu", progress=None,
+             max_memory=None, **shrink) -> dict:
+    """Shrink `spec`, count it and measure it: measured vs counted, with the time taken.
+    Refused (ResourceError) before the model is built when `measure_estimate` exceeds the
+    budget (`max_memory`, default 80% of the available memory)."""
+    seed = check_seed(seed)
+    small, tokens = plan_validation(spec, max_memory, **shrink)
     counted = count(small)
     t0 = time.perf_counter()
     result, n_model = measure(small, seed=seed, device=device, progress=progress)

@@ -66,6 +66,12 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
             check_choice("method", m, METHODS)
         items = [dict(i, method=m) for i in grid.items for m in methods
                  if not (m in ("exact", "certified") and not item_architecture(i).is_polynomial)]
+        if "exact" in methods and not any(i["method"] == "exact" for i in items):
+            raise bad_value("method", "a method with an answer for at least one network of the "
+                            "grid ('exact' has none for softmax networks and other "
+                            "non-polynomial ones)", ",".join(methods),
+                            "Pass --method numerical or certified (ball arithmetic) for softmax "
+                            "grids.")
         unique = {item_key(i, seed): i for i in items}
         items = list(unique.values())
     if max_memory is not None:
@@ -77,6 +83,10 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
         if max_memory is not None:
             item["max_memory"] = max_memory
         item["key"] = item_key(item, seed)
+    if backend == "dask" and scheduler is not None:
+        from ..core.scheduler import probe_scheduler  # noqa: PLC0415
+
+        probe_scheduler(scheduler)  # before the store is created or changed
     check_store(db)
     conn = open_store(db)
     t0 = time.perf_counter()

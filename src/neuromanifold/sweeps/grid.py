@@ -193,14 +193,16 @@ def _product(source: str, table: dict) -> tuple[list[dict], int]:
                       lambda v: v in METHODS, '["auto"] (or "numerical", "exact", "certified")')
     temperature = _scalars(source, "temperature", table.get("temperature", [1.0]), float,
                            lambda v: 0 < v < math.inf, "[1.0]")
-    blocks = _block_options(source, table)
-    # The product is counted before it is built (a typo must not fill the memory).
+    # The product, block options included, is counted before it is built (a typo must not
+    # fill the memory).
     n_combinations = (len(widths) * len(keys) * len(tokens) * len(attention) * len(method)
                       * len(temperature))
+    blocks = _block_options(source, table, n_combinations)
+    n_combinations *= len(blocks)
     if n_combinations > MAX_GRID_ITEMS:
         raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} combinations",
                           n_combinations, "Split the grid into several files or narrow its lists.")
-    items, skipped = [], 0
+    items, skipped, exact_refused = [], 0, 0
     for w, a, t, att, m in itertools.product(widths, keys, tokens, attention, method):
         if len(a) != len(w) - 1:
             skipped += (len(temperature) if att == "softmax" else 1) * len(blocks)
@@ -216,13 +218,22 @@ def _product(source: str, table: dict) -> tuple[list[dict], int]:
                     continue
                 if m in ("exact", "certified") and not arch.is_polynomial:
                     skipped += 1
+                    exact_refused += m == "exact"
                     continue
                 items.append(item)
+    if exact_refused and not any(i["method"] == "exact" for i in items):
+        raise _grid_error(source, "method", "a method with an answer for at least one network of "
+                          "the table ('exact' has none for softmax networks and other "
+                          "non-polynomial ones)", ["exact"],
+                          'Write method = ["numerical"] or ["certified"] (ball arithmetic) for '
+                          "softmax networks, or add lightning ones.")
     return items, skipped
 
 
-def _block_options(source: str, table: dict) -> list[dict]:
-    """The product of the grid's block options, as dicts holding only non-default values."""
+def _block_options(source: str, table: dict, n_other: int = 1) -> list[dict]:
+    """The product of the grid's block options, as dicts holding only non-default values;
+    refused before it is built when it times the `n_other` other combinations would pass
+    MAX_GRID_ITEMS."""
     def tuples(name):
         if name not in table:
             return [None]
@@ -238,9 +249,14 @@ def _block_options(source: str, table: dict) -> list[dict]:
                           lambda v: v in ACTIVATIONS, '["square", "relu"]')
     norm = _scalars(source, "norm", table.get("norm", ["none"]), str, lambda v: v in NORMS,
                     '["none", "layernorm"]')
+    lists = (tuples("heads"), tuples("values"), residual, tuples("mlp"), activation, norm)
+    n_blocks = math.prod(len(x) for x in lists)
+    if n_blocks * n_other > MAX_GRID_ITEMS:
+        raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} combinations",
+                          n_blocks * n_other, "Split the grid into several files or narrow the "
+                          "lists of block options (heads, values, mlp, ...).")
     out = []
-    for h, v, r, m, act, nm in itertools.product(tuples("heads"), tuples("values"), residual,
-                                                 tuples("mlp"), activation, norm):
+    for h, v, r, m, act, nm in itertools.product(*lists):
         if h is not None and set(h) == {1}:
             h = None  # one head per layer is the paper's model
         if m is not None and set(m) == {0}:

@@ -46,6 +46,61 @@ def _general_value(r: dict) -> int | None:
     return general(Architecture(ints(r["widths"]), ints(r["keys"]), int(r["tokens"]))).value
 
 
+def _int_list(text: object, min_length: int) -> bool:
+    parts = str(text).split(",") if isinstance(text, str) else []
+    return len(parts) >= min_length and all(p.strip().isdigit() and int(p) >= 1 for p in parts)
+
+
+def _whole(value: object, minimum: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        (minimum is None or value >= minimum)
+
+
+def row_damage(r: dict) -> str | None:
+    """What makes the store row `r` unreadable for a report (None when it reads): every column
+    the CSV and the figures compute with must hold what `sweep` writes there."""
+    if not isinstance(r.get("item_key"), str) or not r["item_key"].strip():
+        return "empty item_key"
+    if not _int_list(r.get("widths"), 2):
+        return f"widths {r.get('widths')!r}"
+    if not _int_list(r.get("keys"), 1) or len(str(r["keys"]).split(",")) != \
+            len(str(r["widths"]).split(",")) - 1:
+        return f"keys {r.get('keys')!r}"
+    if not _whole(r.get("tokens"), 1):
+        return f"tokens {r.get('tokens')!r}"
+    if r.get("attention") not in ("lightning", "softmax"):
+        return f"attention {r.get('attention')!r}"
+    if not isinstance(r.get("status"), str) or not isinstance(r.get("method"), str):
+        return f"status {r.get('status')!r}"
+    for column in ("dimension", "n_params", "formula", "conjecture"):
+        value = r.get(column)
+        if value is not None and not _whole(value):
+            return f"{column} {value!r}"
+    if r["dimension"] is not None and r.get("formula_name") != NO_FORMULA and \
+            (r.get("formula") is None or r.get("conjecture") is None):
+        return "formula missing"
+    return None
+
+
+def readable_rows(rows: list[dict], db: object) -> tuple[list[dict], dict[str, int]]:
+    """(rows that read, {first damage: count} of the others); a store with none that reads is
+    refused in one line naming `db`."""
+    good, damaged = [], {}
+    for r in rows:
+        damage = row_damage(r)
+        if damage is None:
+            good.append(r)
+        else:
+            kind = damage.split(" ")[0]
+            damaged[kind] = damaged.get(kind, 0) + 1
+    if rows and not good:
+        raise bad_value("db", "a sweep store with at least one readable row", str(db),
+                        f"All {len(rows)} rows are damaged ("
+                        + ", ".join(f"{n} with a bad {k}" for k, n in damaged.items())
+                        + "); rerun the sweep into a new --db.")
+    return good, damaged
+
+
 def report_rows(rows: list[dict]) -> list[dict]:
     """Store rows -> CSV rows: `difference` = dimension - formula (empty when no dimension)."""
     out = []
@@ -139,7 +194,10 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
                  heat_fix: str | None = None) -> dict:
     """Write results.csv and the two figures for the sweep store `db` into folder `out`.
 
-    Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map}.
+    Rows with damaged values (text in an integer column, NULL widths, an empty key) are skipped
+    and counted (`row_damage`); a store with no readable row is refused.
+    Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map,
+    'damaged_rows': n skipped, 'damage': {column: n}}.
     """
     from ..experiments.plots import (plot_difference_heatmap, plot_measured_vs_formula,  # noqa: PLC0415
                                      plot_measured_vs_general)
@@ -160,7 +218,8 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
         raise bad_value("out", "a folder without earlier report files", ", ".join(existing),
                         "Pass another --out folder, or --force to overwrite.")
     check_output_folder("out", out)
-    rows = report_rows(read_results(db))
+    stored, damaged = readable_rows(read_results(db), db)
+    rows = report_rows(stored)
     if not rows:
         raise bad_value("db", "a sweep store with at least one result", str(db),
                         "Run `neuromanifold sweep GRID --db` first.")
@@ -178,4 +237,5 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
                                 f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
         plot_measured_vs_general(rows, temps[3])
     return {"rows": len(rows), "files": [str(p) for p in paths],
-            "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values())}
+            "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values()),
+            "damaged_rows": sum(damaged.values()), "damage": damaged}
