@@ -245,13 +245,40 @@ def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, ta
                       precision=precision, progress=progress)
 
 
+# Largest r * rows * cols (multiply-adds) for which a failed block is retried with the pivoted
+# selection (`_pivoted_columns`, r rank-one updates of the scaled Jacobian): about 10 s of float64.
+RESELECT_MAX_WORK = 2 * 10 ** 10
+
+
+def _pivoted_columns(A: torch.Tensor, r: int) -> list[int]:
+    """r columns of A by greedy column pivoting (QR with column pivoting, Businger-Golub).
+
+    A second float64 heuristic for `prove_rank`: at nearly degenerate points the singular-vector
+    LU choice can pick a block that is exactly singular while another r x r block is not.
+    """
+    A = A.clone()
+    chosen: list[int] = []
+    for _ in range(r):
+        norms = A.norm(dim=0)
+        if chosen:
+            norms[chosen] = -1.0
+        j = int(norms.argmax())
+        chosen.append(j)
+        q = A[:, j] / A[:, j].norm().clamp(min=1e-300)
+        A -= torch.outer(q, q @ A)
+    return sorted(chosen)
+
+
 def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
                precision: int = DEFAULT_PRECISION, progress: Progress | None = None) -> BallRank:
     """Prove rank >= `target` of the exact matrix that `J` approximates (float64).
 
     `evaluate(rows, cols)` returns that exact matrix's block as arb balls at the current
     precision (or raises `UndecidedBall`); the block is chosen from `J` (`_select_block`), and
-    the precision doubles (up to MAX_PRECISION) while its determinant ball contains 0.
+    the precision doubles (up to MAX_PRECISION) while its determinant ball contains 0. If that
+    block's ball still contains 0, a second block chosen by greedy column pivoting
+    (`_pivoted_columns`) is tried the same way (where that costs at most RESELECT_MAX_WORK).
+    Either way only a non-zero determinant ball proves anything.
     """
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
@@ -262,39 +289,57 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
     scaled = J / J.norm(dim=1, keepdim=True).clamp(min=1e-300)
     rows, cols = _select_block(scaled, target)
     seconds["float selection"] = time.perf_counter() - t0
-    bits = precision
-    det, undecided = None, None
-    old = flint.ctx.prec
-    try:
-        while True:
-            flint.ctx.prec = bits
-            t1 = time.perf_counter()
-            try:
-                block = evaluate(rows, cols)
-                undecided = None
-            except UndecidedBall as exc:
-                undecided = str(exc)
-            t2 = time.perf_counter()
-            seconds["ball jacobian"] += t2 - t1
-            if undecided is None:
-                det = flint.arb_mat(block.tolist()).det()
-                t3 = time.perf_counter()
-                seconds["ball determinant"] += t3 - t2
-                say(f"{target} x {target} block at {bits} bits: det = {det.str(5, radius=True)} "
-                    f"({t3 - t1:.1f} s)")
-            else:
-                say(f"{target} x {target} block at {bits} bits: {undecided}")
-            if (undecided is None and not det.contains(0)) or bits >= MAX_PRECISION:
-                break
-            bits *= 2
-    finally:
-        flint.ctx.prec = old
+
+    def attempt(rows: list[int], cols: list[int]):
+        bits, det, undecided = precision, None, None
+        old = flint.ctx.prec
+        try:
+            while True:
+                flint.ctx.prec = bits
+                t1 = time.perf_counter()
+                try:
+                    block = evaluate(rows, cols)
+                    undecided = None
+                except UndecidedBall as exc:
+                    undecided = str(exc)
+                t2 = time.perf_counter()
+                seconds["ball jacobian"] += t2 - t1
+                if undecided is None:
+                    det = flint.arb_mat(block.tolist()).det()
+                    t3 = time.perf_counter()
+                    seconds["ball determinant"] += t3 - t2
+                    say(f"{target} x {target} block at {bits} bits: det = {det.str(5, radius=True)} "
+                        f"({t3 - t1:.1f} s)")
+                else:
+                    say(f"{target} x {target} block at {bits} bits: {undecided}")
+                if (undecided is None and not det.contains(0)) or bits >= MAX_PRECISION:
+                    return bits, det, undecided
+                bits *= 2
+        finally:
+            flint.ctx.prec = old
+
+    bits, det, undecided = attempt(rows, cols)
+    notes = []
+    if undecided is None and det.contains(0) and target * J.numel() <= RESELECT_MAX_WORK:
+        t1 = time.perf_counter()
+        cols2 = _pivoted_columns(scaled, target)
+        rows2 = _pivoted_columns(scaled[:, cols2].T.contiguous(), target)
+        seconds["float selection"] += time.perf_counter() - t1
+        if (rows2, cols2) != (rows, cols):
+            say(f"the {target} x {target} block's ball contains 0 at {bits} bits; trying a block "
+                "chosen by column pivoting")
+            first = det.str(5, radius=True)
+            bits, det, undecided = attempt(rows2, cols2)
+            if undecided is None and not det.contains(0):
+                notes.append(f"the singular-vector block's determinant ball contained 0 ({first}) "
+                             f"to {MAX_PRECISION} bits; a block chosen by column pivoting proved it")
     if undecided is not None:
         return BallRank(0, target, bits, "undecided", seconds,
                         [f"{undecided} at {bits} bits: nothing proved at this point"])
     proved = target if not det.contains(0) else 0
-    notes = [] if proved else [f"the {target} x {target} block's determinant ball contains 0 at "
-                               f"{bits} bits: nothing proved at this point"]
+    if not proved:
+        notes.append(f"the {target} x {target} block's determinant ball contains 0 at "
+                     f"{bits} bits: nothing proved at this point")
     return BallRank(proved, target, bits, det.str(5, radius=True), seconds, notes)
 
 
