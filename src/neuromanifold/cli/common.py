@@ -30,11 +30,17 @@ def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:
     return values
 
 
+def parse_per_layer(name: str, text: str, example: str) -> int | tuple[int, ...]:
+    """'2,2' -> (2, 2); a single '2' -> 2, which Architecture gives to every layer."""
+    values = parse_int_list(name, text, example)
+    return values[0] if len(values) == 1 else values
+
+
 def build_architecture(widths: str, keys: str, tokens: int, attention: str,
                        temperature: float = 1.0) -> Architecture:
     """An Architecture from CLI strings (validated by Architecture itself)."""
     return Architecture(parse_int_list("widths", widths, "5,3,3,5"),
-                        parse_int_list("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
+                        parse_per_layer("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
 
 
 def build_block_architecture(widths: str, keys: str, tokens: int, attention: str,
@@ -44,11 +50,11 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
                              norm: str = "none") -> Architecture:
     """An Architecture with the transformer-block options, from CLI strings."""
     return Architecture(
-        parse_int_list("widths", widths, "5,3,3,5"), parse_int_list("keys", keys, "2,2,2"), tokens,
+        parse_int_list("widths", widths, "5,3,3,5"), parse_per_layer("keys", keys, "2,2,2"), tokens,
         attention.lower(), temperature,
-        heads=None if heads is None else parse_int_list("heads", heads, "2,2"),
-        values=None if values is None else parse_int_list("values", values, "2,2"),
-        residual=residual, mlp=None if mlp is None else parse_int_list("mlp", mlp, "3,3"),
+        heads=None if heads is None else parse_per_layer("heads", heads, "2,2"),
+        values=None if values is None else parse_per_layer("values", values, "2,2"),
+        residual=residual, mlp=None if mlp is None else parse_per_layer("mlp", mlp, "3,3"),
         activation=activation.lower(), norm=norm.lower())
 
 
