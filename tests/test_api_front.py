@@ -197,3 +197,208 @@ def test_names_the_docs_use_are_in_all():
     assert used <= set(neuromanifold.__all__), used - set(neuromanifold.__all__)
     for name in ("random_fiber_point", "act_keys", "apply_witness", "canonical_form"):
         assert name in neuromanifold.__all__ and callable(getattr(neuromanifold, name))
+
+
+# ---------------------------------------------------------------- notebook-friendly objects
+
+@pytest.fixture(scope="module")
+def certified_result():
+    from neuromanifold import neuromanifold_dim
+
+    return neuromanifold_dim(Architecture((3, 3, 3), 2, 3), method="certified")
+
+
+def test_architecture_repr_is_short_and_evaluates_back():
+    """repr(Architecture) names only non-default options and evaluates to an equal object."""
+    arch = Architecture((4, 4), 2, 3, "softmax", heads=2, mlp=3, activation="relu")
+    assert repr(Architecture((3, 3, 3), 2, 3)) == "Architecture(widths=(3, 3, 3), keys=(2, 2), tokens=3)"
+    assert repr(arch) == ("Architecture(widths=(4, 4), keys=(2,), tokens=3, attention='softmax', "
+                          "heads=(2,), mlp=(3,), activation='relu')")
+    assert eval(repr(arch), {"Architecture": Architecture}) == arch  # noqa: S307
+    html = Architecture((3, 3, 3), 2, 3)._repr_html_()
+    assert "42 parameters" in html and "<table>" in html
+
+
+def test_dimension_result_repr_str_and_html(certified_result):
+    """repr is one short line with the value and its provenance; str is the wrapped table (no
+    line over 100 columns, every summary value present); _repr_html_ a table of the same lines."""
+    r = certified_result
+    assert repr(r) == ("<DimensionResult 23 [certified] of 42 parameters: widths=3,3,3 keys=2,2 "
+                       "tokens=3 attention=lightning>")
+    text = str(r)
+    assert max(len(line) for line in text.splitlines()) <= 100 < max(
+        len(line) for line in r.summary().splitlines())
+    assert " ".join(text.split()) == " ".join(r.summary().split())
+    html = r._repr_html_()
+    assert html.count("<tr>") == len(r.summary_lines()) and "23 &lt;= dim &lt;= 23" in html
+
+
+def test_numerical_repr_carries_the_gap():
+    """A numerical result's repr says numerical, its status and the gap in decades."""
+    from neuromanifold import neuromanifold_dim
+
+    r = neuromanifold_dim(Architecture((3, 3, 3), 2, 3, "softmax"), method="numerical")
+    assert repr(r).startswith(f"<DimensionResult {r.dimension} [numerical, {r.status}, gap "
+                              f"{r.gap:.1f} decades] of 42 parameters")
+
+
+def test_fiber_witness_shown_to_six_digits_kept_in_full():
+    """str(FiberResult) shows witness floats to 6 significant digits; to_dict keeps them all."""
+    from neuromanifold import random_fiber_point, random_weights, same_function
+
+    arch = Architecture((3, 3, 3), 2, 3)
+    W = random_weights(arch, seed=1)
+    result = same_function(arch, W, random_fiber_point(arch, W, seed=2))
+    scale = result.witness[0]["scale"]
+    assert result.witness[0]["move"] == "rescale" and len(repr(scale)) > 12
+    assert f'"scale": {float(f"{scale:.6g}")}' in str(result) and repr(scale) not in str(result)
+    assert result.to_dict()["witness"][0]["scale"] == scale
+    assert repr(result) == "<FiberResult same function, generic fiber [numerical], 5 witness moves>"
+    assert max(len(line) for line in str(result).splitlines()) <= 100
+
+
+def test_label_table_wraps_under_the_value_column():
+    """Long values continue on lines indented to the value column; short ones stay one line."""
+    from neuromanifold.core.display import label_table
+
+    text = label_table([("a", "x " * 60), ("bb", "short")], width=40)
+    lines = text.splitlines()
+    assert lines[0].startswith("a   x") and all(l.startswith("    x") for l in lines[1:-1])
+    assert lines[-1] == "bb  short" and max(len(l) for l in lines) <= 40
+
+
+# ---------------------------------------------------------------- tables and figures
+
+def test_results_frame_of_results(certified_result):
+    """results_frame of DimensionResults: one row each, dimension + fiber_dim == n_params."""
+    from neuromanifold import neuromanifold_dim, results_frame
+
+    other = neuromanifold_dim(Architecture((2, 2, 2), 2, 3), method="certified")
+    frame = results_frame([certified_result, other])
+    assert list(frame["widths"]) == ["3,3,3", "2,2,2"]
+    assert list(frame["dimension"]) == [23, other.dimension]
+    assert list(frame["dimension"] + frame["fiber_dim"]) == [42, other.n_params]
+    assert list(frame["formula"]) == [23, other.formula.value]
+
+
+def test_results_frame_refuses_a_dict():
+    """A single dict is not a list of results: the template TypeError."""
+    from neuromanifold import results_frame
+
+    with pytest.raises(TypeError, match=r"^`results` must be a sweep store path, a list of row "
+                       r"dicts or a list of results; got 'dict'\. Pass e\.g\."):
+        results_frame({"dimension": 3})
+
+
+def test_results_frame_without_pandas(monkeypatch):
+    """Without pandas, one line saying to install it (no traceback from deep inside)."""
+    from neuromanifold import results_frame
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ModuleNotFoundError, match=r"^`results_frame` needs pandas, which is not "
+                       r"installed.*pip install pandas"):
+        results_frame([])
+
+
+def test_plots_return_the_figure_and_write_only_when_asked(tmp_path):
+    """plot_heads returns a matplotlib Figure; it writes a PNG only when given a path."""
+    from matplotlib.figure import Figure
+
+    from neuromanifold.experiments.plots import plot_heads
+
+    rows = [{"heads": h, "n_params": 20 * h, "ambient": 54, "lightning": 17 * h, "softmax": 17 * h,
+             "lightning_status": "certified", "softmax_status": "settled"} for h in (1, 2)]
+    fig = plot_heads(rows, title="t")
+    assert isinstance(fig, Figure) and list(tmp_path.iterdir()) == []
+    line = fig.axes[0].lines[0]
+    assert list(line.get_ydata()) == [20, 40]
+    fig2 = plot_heads(rows, tmp_path / "h.png", "t")
+    assert isinstance(fig2, Figure)
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- report of the blocks_map grid
+
+@pytest.fixture(scope="module")
+def blocks_store(tmp_path_factory):
+    """A store with the shipped blocks_map grid's kinds of rows: one-layer heads with a closed form
+    (proved H = 1, conjectured H > 1), one outside the formula's hypotheses (no closed form), and a
+    two-layer residual block (no closed form)."""
+    from neuromanifold.sweeps.engine import sweep
+
+    path = tmp_path_factory.mktemp("blocks")
+    grid = path / "g.toml"
+    grid.write_text('[[grid]]\nwidths = [[3, 3]]\nkeys = [[1], [3]]\ntokens = [3]\n'
+                    'heads = [[1], [2]]\nvalues = [[3]]\n\n'
+                    '[[grid]]\nwidths = [[4, 4]]\nkeys = [[2]]\ntokens = [3]\nheads = [[2]]\n'
+                    'values = [[3]]\n\n'
+                    '[[grid]]\nwidths = [[3, 3, 3]]\nkeys = [[2, 2]]\ntokens = [3]\n'
+                    'heads = [[2, 2]]\nvalues = [[3, 3]]\nresidual = [true]\n')
+    sweep(grid, path / "b.sqlite", jobs=1, seed=0)
+    return path / "b.sqlite"
+
+
+def test_report_formula_column_empty_without_closed_form(blocks_store, tmp_path):
+    """Rows without a closed form leave `formula` and `conjecture` empty (the store holds the
+    parameter count there); rows with one keep its value."""
+    import csv
+
+    from neuromanifold.sweeps.report import write_report
+
+    write_report(blocks_store, tmp_path / "rep")
+    rows = list(csv.DictReader(open(tmp_path / "rep" / "results.csv")))
+    none = [r for r in rows if r["formula_name"] == "no closed form for this block network"]
+    assert len(none) == 2 and all(r["formula"] == r["conjecture"] == r["difference"] == ""
+                                  for r in none)
+    one_head = [r for r in rows if r["heads"] == "1" and r["keys"] == "3"]
+    # one head, d = d' = v = 3, a = 3: r (2 d - r) + v (d + d' - v) - 1 = 9 + 9 - 1 = 17
+    assert [(r["formula"], r["dimension"], r["status"]) for r in one_head] == [("17", "17", "certified")]
+
+
+def test_report_chooses_heat_axes_that_exist(blocks_store, tmp_path):
+    """No l = 2 row has a closed form: the heat map is of l = 1, heads against keys, not blank."""
+    from neuromanifold.sweeps.report import write_report
+
+    summary = write_report(blocks_store, tmp_path / "rep")
+    assert (summary["heat_layers"], summary["heat_x"], summary["heat_y"]) == (1, "h1", "a1")
+    assert summary["heatmap_rows"] == 4 and summary["heatmap_note"] is None
+
+
+def test_report_says_why_a_chosen_heat_map_is_empty(blocks_store, tmp_path, capsys):
+    """--heat-layers 2 on this store: the map is empty and the report says which l to pass."""
+    code = main(["report", str(blocks_store), "--out", str(tmp_path / "rep"), "--heat-layers", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("heat map empty: no settled or certified result with a closed form has l = 2 and these "
+            "axes; such results have l = 1 (pass --heat-layers 1)") in out
+
+
+def test_report_counts_results_without_closed_form_apart(blocks_store):
+    """The measured-vs-formula title counts certified rows without a closed form as such, not as
+    'lower-bound, ambiguous, error or timeout'."""
+    from neuromanifold.experiments.plots import plot_measured_vs_formula
+    from neuromanifold.sweeps.report import report_rows
+    from neuromanifold.sweeps.store import read_results
+
+    rows = report_rows(read_results(blocks_store))
+    statuses = sorted(r["status"] for r in rows if r["difference"] is None)
+    title = plot_measured_vs_formula(rows).axes[0].get_title()
+    assert statuses == ["certified", "certified"]
+    assert title == ("Measured vs formula: 4 settled or certified results\n"
+                     "(not shown: 2 certified without a closed form)")
+
+
+def test_results_frame_of_a_sweep_store(blocks_store):
+    """results_frame(store) has the report's columns; no closed form is <NA>, not n_params."""
+    import pandas
+
+    from neuromanifold import results_frame
+    from neuromanifold.sweeps.report import CSV_COLUMNS
+
+    frame = results_frame(blocks_store)
+    assert list(frame.columns) == list(CSV_COLUMNS) and len(frame) == 6
+    none = frame[frame["formula_name"] == "no closed form for this block network"]
+    assert len(none) == 2 and none["formula"].isna().all() and none["dimension"].notna().all()
+    assert str(frame["dimension"].dtype) == "Int64"
+    assert (frame["dimension"] - frame["formula"]).dropna().tolist() == frame["difference"].dropna().tolist()
+    assert isinstance(frame, pandas.DataFrame)

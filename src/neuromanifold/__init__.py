@@ -34,6 +34,8 @@ _EXPORTS = {
     "classify_layer": "geometry.classify",
     "read_weights": "io.weightfiles",
     "write_weights": "io.weightfiles",
+    "results_frame": "io.frames",
+    "PointRank": "dimension.point",
     "NeuromanifoldError": "errors",
     "InputError": "errors",
     "AmbiguousRankError": "errors",
@@ -95,4 +97,6 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function
+    from .dimension.point import PointRank
+    from .io.frames import results_frame
     from .io.weightfiles import read_weights, write_weights

@@ -84,6 +84,14 @@ def print_json(obj) -> None:
 
 
 
+def text_width() -> int | None:
+    """The terminal's width when stdout is one (long table values wrap to it), else None: piped
+    output keeps one line per value, for grep and for scripts."""
+    import shutil  # noqa: PLC0415
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 def stderr_progress(command: str):
     """A progress callback printing '<command>: <phase> (<elapsed> s)' lines on stderr (always,
     whatever the output format: stdout carries only results)."""

@@ -7,7 +7,8 @@ from typing import Optional
 import typer
 
 from ..core.checks import check_seed
-from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
+from .common import (EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress,
+                     text_width)
 
 
 def dim(
@@ -87,7 +88,7 @@ def dim(
     if as_json:
         print_json(result.to_dict())
     else:
-        print(result.summary())
+        print(result.summary(text_width()))
     # A bare lower bound is what `--method exact` asks for; anywhere else it is not settled.
     done = ("settled", "certified") + (("lower-bound",) if method.lower() == "exact" else ())
     if result.status not in done:

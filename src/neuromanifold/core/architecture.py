@@ -190,6 +190,26 @@ class Architecture:
                        activation=self.activation, norm=self.norm)
         return out
 
+    def __repr__(self) -> str:
+        """Architecture(widths=..., keys=..., tokens=...) with only the options that differ from
+        their defaults (it evaluates back to an equal architecture)."""
+        fields = [f"widths={self.widths!r}", f"keys={self.keys!r}", f"tokens={self.tokens!r}"]
+        for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
+                              ("values", None), ("residual", False), ("mlp", None),
+                              ("activation", "square"), ("norm", "none")):
+            value = getattr(self, name)
+            if value != default and not (name == "activation" and self.mlp is None):
+                fields.append(f"{name}={value!r}")
+        return f"Architecture({', '.join(fields)})"
+
+    def _repr_html_(self) -> str:
+        from .display import html_table  # noqa: PLC0415
+
+        lines = [(k, ",".join(map(str, v)) if isinstance(v, list) else str(v))
+                 for k, v in self.to_dict().items()]
+        return html_table(f"Architecture: {self.n_layers} layer{'s' * (self.n_layers > 1)}, "
+                          f"{self.n_params} parameters", lines)
+
     def __str__(self) -> str:
         text = (f"{self.attention} widths={','.join(map(str, self.widths))} "
                 f"keys={','.join(map(str, self.keys))} tokens={self.tokens}")
