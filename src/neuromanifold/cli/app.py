@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         if debug:
             raise
-        hint = _spaced_list_hint(args)
-        message = hint or f"{_one_line(exc.format_message())} (see --help)"
+        message = _one_line(exc.format_message())
+        hint = _spaced_list_hint(args) if "extra argument" in message else None
+        message = hint or f"{message} (see --help)"
         print(f"neuromanifold: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Abort, KeyboardInterrupt):

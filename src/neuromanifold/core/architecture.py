@@ -198,7 +198,7 @@ class Architecture:
                               ("values", None), ("residual", False), ("mlp", None),
                               ("activation", "square"), ("norm", "none")):
             value = getattr(self, name)
-            if value != default and not (name == "activation" and self.mlp is None):
+            if value != default:
                 fields.append(f"{name}={value!r}")
         return f"Architecture({', '.join(fields)})"
 
