@@ -402,3 +402,24 @@ def test_results_frame_of_a_sweep_store(blocks_store):
     assert str(frame["dimension"].dtype) == "Int64"
     assert (frame["dimension"] - frame["formula"]).dropna().tolist() == frame["difference"].dropna().tolist()
     assert isinstance(frame, pandas.DataFrame)
+
+
+def test_dim_wraps_to_a_terminal_only(capsys, monkeypatch):
+    """On a terminal of 80 columns `dim` wraps its long lines (same words); piped output keeps
+    one line per value."""
+    import os
+    import shutil
+
+    import neuromanifold.cli.common as common
+
+    def words(text: str) -> str:  # everything but the timings
+        return " ".join(text.split("\nseconds")[0].split())
+
+    args = ("dim", "--widths", "3,3,3", "--keys", "2", "--method", "certified")
+    code, piped, _ = run(capsys, *args)
+    assert code == 0 and max(len(line) for line in piped.splitlines()) > 80
+    monkeypatch.setattr(common.sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((80, 24)))
+    code, wrapped, _ = run(capsys, *args)
+    assert code == 0 and max(len(line) for line in wrapped.splitlines()) <= 80
+    assert words(wrapped) == words(piped)
