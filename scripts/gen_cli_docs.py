@@ -33,6 +33,16 @@ Exit codes:
 """
 
 
+# Examples that tests/test_docs.py runs (seconds each); the others need input files or minutes.
+RUN_BY_TESTS = ("dim", "figure3", "heads")
+NOT_RUN = {"classify": "needs a single-layer weight file, e.g. written by write_weights",
+           "fiber": "needs two weight files, e.g. written by write_weights",
+           "rank": "needs a weight file, e.g. written by write_weights",
+           "figure1": "about half a minute", "count": "loads transformers when installed",
+           "sweep": "minutes: the whole shipped grid", "report": "needs the store the sweep writes"}
+SLOW_MARK = "<!-- slow -->"  # tests/test_docs.py skips the block after it
+
+
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
@@ -47,12 +57,22 @@ def render() -> str:
     root = typer.main.get_command(app)
     root_ctx = root.context_class(root, info_name="neuromanifold")
     parts = [HEADER, f"`neuromanifold`: {_cell(root.help or '')}\n"]
+    rows = [param.get_help_record(root_ctx) for param in root.get_params(root_ctx)
+            if param.name != "help"]
+    parts.append("| name | kind | meaning |\n| --- | --- | --- |\n" + "\n".join(
+        f"| `{_cell(r[0])}` | option | {_cell(r[1])} |" for r in rows if r) + "\n")
     for name, command in root.commands.items():
         ctx = command.context_class(command, info_name=name, parent=root_ctx)
         usage = " ".join(["neuromanifold", name] + command.collect_usage_pieces(ctx))
         parts.append(f"## `neuromanifold {name}`\n")
         parts.append((command.help or "").strip() + "\n")
         parts.append(f"```text\n{usage}\n```\n")
+        if command.epilog:  # "Example: neuromanifold ..." (cli.app.EXAMPLES)
+            example = command.epilog.strip().removeprefix("Example:").strip()
+            if name in RUN_BY_TESTS:
+                parts.append(f"Example:\n\n```console\n$ {example}\n```\n")
+            else:
+                parts.append(f"Example ({NOT_RUN[name]}):\n\n{SLOW_MARK}\n```console\n$ {example}\n```\n")
         rows = []
         for param in command.get_params(ctx):
             record = param.get_help_record(ctx)

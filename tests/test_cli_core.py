@@ -48,7 +48,7 @@ def test_dim_text_formula_agrees(capsys):
     (["--widths", "3,-1,3", "--keys", "2,2"], "`widths` must be a list of integers >= 1"),
     (["--widths", "3,x,3", "--keys", "2,2"], "`widths` must be a comma-separated list"),
     (["--widths", "3,2.5,3", "--keys", "2,2"], "`widths` must be a comma-separated list"),
-    (["--widths", "3,3,3", "--keys", "2"], "`keys` must be one key width per layer"),
+    (["--widths", "3,3,3", "--keys", "2,2,2"], "`keys` must be one key width per layer"),
     (["--widths", "3,3,3", "--keys", "2,2", "--tokens", "0"], "`tokens` must be an integer >= 1"),
     (["--widths", "3,3,3", "--keys", "2,2", "--attention", "relu"], "`attention` must be one of"),
     (["--widths", "3,3,3", "--keys", "2,2", "--samples", "2", "--method", "numerical"],

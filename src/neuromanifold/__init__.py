@@ -8,8 +8,8 @@ python-flint, dask or matplotlib until a computation needs them).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 __version__ = "0.2.0.dev0"
 
@@ -34,12 +34,14 @@ _EXPORTS = {
     "classify_layer": "geometry.classify",
     "read_weights": "io.weightfiles",
     "write_weights": "io.weightfiles",
+    "results_frame": "io.frames",
+    "PointRank": "dimension.point",
     "NeuromanifoldError": "errors",
     "InputError": "errors",
     "AmbiguousRankError": "errors",
     "ComputationError": "errors",
 }
-# Names the README of 0.1 documented at the top level; still importable, listed in docs/api.
+# Names the README of 0.1 documented at the top level; public too (docs/api.md, the tutorial).
 _COMPATIBLE = {
     "numerical_dim": "dimension.numerical",
     "flatten": "core.parameters",
@@ -61,23 +63,27 @@ _COMPATIBLE = {
     "WeightFile": "io.weightfiles",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS | _COMPATIBLE)
 
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name) or _COMPATIBLE.get(name)
     if module is None:
         raise AttributeError(f"module 'neuromanifold' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
+    value = getattr(_import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | set(_COMPATIBLE))
+    """The public names and the module's own dunders (no helpers, no loaded submodules)."""
+    return sorted(set(__all__) | {"__version__", "__all__", "__doc__", "__name__", "__file__",
+                                  "__path__", "__spec__"})
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+del annotations  # the `from __future__` feature object is no public name
+
+if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .core.architecture import Architecture
     from .core.formulas import FormulaValue, expected_dim
     from .core.maps import forward
@@ -91,4 +97,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function
+    from .dimension.point import PointRank
+    from .io.frames import results_frame
     from .io.weightfiles import read_weights, write_weights

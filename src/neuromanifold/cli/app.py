@@ -29,16 +29,68 @@ from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
 
-app.command("dim")(dim.dim)
-app.command("figure3")(figure3.figure3)
-app.command("heads")(heads.heads)
-app.command("classify")(classify.classify)
-app.command("fiber")(fiber.fiber)
-app.command("figure1")(figure1.figure1)
-app.command("sweep")(sweep.sweep_command)
-app.command("report")(report.report_command)
-app.command("rank")(rank.rank)
-app.command("count")(count.count_command)
+# One example per command, shown at the end of its --help and in docs/cli.md.
+EXAMPLES = {
+    "dim": "neuromanifold dim --widths 3,3,3 --keys 2 --tokens 3",
+    "figure3": "neuromanifold figure3 --attention lightning --deltas 3,4 --out figure3",
+    "heads": "neuromanifold heads --widths 3,3 --keys 2 --values 3 --max-heads 2 --out heads",
+    "classify": "neuromanifold classify --weights layer.npz --tokens 3",
+    "fiber": "neuromanifold fiber --weights a.npz --other b.npz --tokens 3",
+    "figure1": "neuromanifold figure1 --out figure1",
+    "sweep": "neuromanifold sweep eq14_map --db eq14_map.sqlite --jobs 2",
+    "report": "neuromanifold report eq14_map.sqlite --out eq14_report",
+    "rank": "neuromanifold rank --weights weights.npz --method auto",
+    "count": "neuromanifold count --model-type gpt2",
+}
+
+
+def _command(name: str, function) -> None:
+    app.command(name, epilog=f"Example: {EXAMPLES[name]}")(function)
+
+
+for _name, _function in (("dim", dim.dim), ("figure3", figure3.figure3), ("heads", heads.heads),
+                         ("classify", classify.classify), ("fiber", fiber.fiber),
+                         ("figure1", figure1.figure1), ("sweep", sweep.sweep_command),
+                         ("report", report.report_command), ("rank", rank.rank),
+                         ("count", count.count_command)):
+    _command(_name, _function)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from .. import __version__  # noqa: PLC0415
+
+        print(f"neuromanifold {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback instead of a "
+                               "one-line error (allowed anywhere on the command line)."),
+) -> None:
+    """Geometry of the function spaces (neuromanifolds) of self-attention networks."""
+
+
+def _flags_without_metavar() -> None:
+    """Typer's help panel prints a `<bool>` type after on/off flags, which take no value: show
+    none (the plain help record already leaves it out)."""
+    from typer.core import TyperOption  # noqa: PLC0415
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_neuromanifold", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._neuromanifold = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_metavar()
 
 EXIT_INTERRUPTED = 130
 
@@ -59,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         if debug:
             raise
-        print(f"neuromanifold: error: {_one_line(exc.format_message())} (see --help)", file=sys.stderr)
+        message = _one_line(exc.format_message())
+        hint = _spaced_list_hint(args) if "extra argument" in message else None
+        message = hint or f"{message} (see --help)"
+        print(f"neuromanifold: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Abort, KeyboardInterrupt):
         print(_INTERRUPTED, file=sys.stderr)
@@ -87,6 +142,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+
+
+def _spaced_list_hint(args: list[str]) -> str | None:
+    """`--widths 3 2 3` -> the template line suggesting `--widths 3,2,3`; None when no option
+    is followed by more than one bare number (then the parser's own message stands)."""
+    def number(text: str) -> bool:
+        return text.rstrip(",").replace(".", "", 1).isdigit()
+
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or "=" in arg:
+            continue
+        values = []
+        for value in args[i + 1:]:
+            if not number(value):
+                break
+            values.append(value.rstrip(","))
+        if len(values) > 1:
+            name = arg[2:]
+            return (f"`{name}` must be one comma-separated list; got {' '.join(values)!r}. "
+                    f"Pass --{name} {','.join(values)} (commas, no spaces).")
+    return None
 
 
 @contextlib.contextmanager

@@ -45,11 +45,17 @@ def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:
     return values
 
 
+def parse_per_layer(name: str, text: str, example: str) -> int | tuple[int, ...]:
+    """'2,2' -> (2, 2); a single '2' -> 2, which Architecture gives to every layer."""
+    values = parse_int_list(name, text, example)
+    return values[0] if len(values) == 1 else values
+
+
 def build_architecture(widths: str, keys: str, tokens: int, attention: str,
                        temperature: float = 1.0) -> Architecture:
     """An Architecture from CLI strings (validated by Architecture itself)."""
     return Architecture(parse_int_list("widths", widths, "5,3,3,5"),
-                        parse_int_list("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
+                        parse_per_layer("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
 
 
 def build_block_architecture(widths: str, keys: str, tokens: int, attention: str,
@@ -59,11 +65,11 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
                              norm: str = "none") -> Architecture:
     """An Architecture with the transformer-block options, from CLI strings."""
     return Architecture(
-        parse_int_list("widths", widths, "5,3,3,5"), parse_int_list("keys", keys, "2,2,2"), tokens,
+        parse_int_list("widths", widths, "5,3,3,5"), parse_per_layer("keys", keys, "2,2,2"), tokens,
         attention.lower(), temperature,
-        heads=None if heads is None else parse_int_list("heads", heads, "2,2"),
-        values=None if values is None else parse_int_list("values", values, "2,2"),
-        residual=residual, mlp=None if mlp is None else parse_int_list("mlp", mlp, "3,3"),
+        heads=None if heads is None else parse_per_layer("heads", heads, "2,2"),
+        values=None if values is None else parse_per_layer("values", values, "2,2"),
+        residual=residual, mlp=None if mlp is None else parse_per_layer("mlp", mlp, "3,3"),
         activation=activation.lower(), norm=norm.lower())
 
 
@@ -139,6 +145,14 @@ def print_stopped(command: str, seconds: float, as_json: bool, architecture: dic
                     "timeout": seconds, "architecture": architecture, "notes": [why]})
     else:
         print(f"{command}: no answer  [stopped: {why}]")
+
+
+def text_width() -> int | None:
+    """The terminal's width when stdout is one (long table values wrap to it), else None: piped
+    output keeps one line per value, for grep and for scripts."""
+    import shutil  # noqa: PLC0415
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def stderr_progress(command: str):

@@ -8,12 +8,14 @@ import typer
 
 from ..core.checks import check_seed
 from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, check_timeout,
-                     print_json, print_stopped, stderr_progress, time_limit)
+                     print_json, print_stopped, stderr_progress, text_width, time_limit)
 
 
 def dim(
-    widths: Optional[str] = typer.Option(None, help="Widths d_0,...,d_l, e.g. 5,3,3,5."),
-    keys: Optional[str] = typer.Option(None, help="Key widths a_1,...,a_l, e.g. 2,2,2."),
+    widths: Optional[str] = typer.Option(None, help="Widths d_0,...,d_l, e.g. 5,3,3,5 (commas, no "
+                                         "spaces).  [required unless --hf-config]"),
+    keys: Optional[str] = typer.Option(None, help="Key widths a_1,...,a_l, e.g. 2,2,2, or one width "
+                                       "for every layer, e.g. 2.  [required unless --hf-config]"),
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
     temperature: float = typer.Option(1.0, help="Softmax temperature tau in exp(x / tau)."),
@@ -23,14 +25,16 @@ def dim(
     device: str = typer.Option("cpu", help="cpu, cuda or auto (numerical method)."),
     prime: Optional[int] = typer.Option(None, help="Prime p < 2^31 for the exact and certified methods "
                                         "(default 2147483629)."),
-    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each); "
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l, or one count "
+                                        "for every layer (default 1 each); "
                                         "--keys is then the per-head key width."),
-    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l with an output "
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (or one for "
+                                         "every layer) with an output "
                                          "projection (V = O W); default: one value matrix per head."),
     residual: bool = typer.Option(False, "--residual", help="Residual connections Z + att(Z) "
                                   "(and around the MLP); needs equal widths."),
-    mlp: Optional[str] = typer.Option(None, help="MLP width after each attention layer m_1,...,m_l "
-                                      "(0: none)."),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each attention layer m_1,...,m_l, "
+                                      "or one for every layer (0: none)."),
     activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
@@ -103,7 +107,7 @@ def dim(
     if as_json:
         print_json(result.to_dict())
     else:
-        print(result.summary())
+        print(result.summary(text_width()))
     # A bare lower bound is what `--method exact` asks for; anywhere else it is not settled.
     done = ("settled", "certified") + (("lower-bound",) if method.lower() == "exact" else ())
     if result.status not in done:

@@ -40,7 +40,7 @@ def figure3(
     from ..experiments.plots import plot_figure3  # noqa: PLC0415
 
     check_seed(seed)
-    attention = attention.lower()
+    attention, device = attention.lower(), device.lower()
     Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
     delta_list = check_figure3_deltas(parse_int_set("deltas", deltas), attention, max_memory)
     if out.exists() and not out.is_dir():

@@ -14,27 +14,33 @@ from .common import EXIT_AMBIGUOUS, check_output_files, err, parse_int_list, pri
 
 def heads(
     widths: str = typer.Option("3,3", help="Widths d,d' of the one layer."),
-    key: int = typer.Option(3, help="Per-head key width a."),
-    value: Optional[int] = typer.Option(3, help="Per-head value width v (output projection); "
-                                        "0 for one unfactored value matrix per head."),
+    keys: Optional[int] = typer.Option(None, "--keys", help="Per-head key width a (as --keys of "
+                                       "dim).  [default: 3]"),
+    values: Optional[int] = typer.Option(None, "--values", help="Per-head value width v (output "
+                                         "projection), as --values of dim; 0 for one unfactored "
+                                         "value matrix per head.  [default: 3]"),
     tokens: int = typer.Option(3, help="Number of tokens t."),
     max_heads: int = typer.Option(4, help="Heads H = 1..max-heads."),
     seed: int = typer.Option(0, help="Random seed."),
     out: Path = typer.Option(Path("heads"), help="Folder for the PNG and CSV."),
     force: bool = typer.Option(False, help="Overwrite existing files in --out."),
     as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+    old_key: Optional[int] = typer.Option(None, "--key", hidden=True),
+    old_value: Optional[int] = typer.Option(None, "--value", hidden=True),
 ) -> None:
     """Dimension vs heads: lightning (exact/certified) and softmax (numerical) side by side."""
     from ..core.architecture import Architecture  # noqa: PLC0415
 
     check_seed(seed)
+    key = _renamed("keys", keys, "key", old_key, 3)
+    value = _renamed("values", values, "value", old_value, 3)
     pair = parse_int_list("widths", widths, "3,3")
     if len(pair) != 2:
         raise bad_value("widths", "two widths d,d' (one layer)", widths, "Pass e.g. --widths 3,3.")
     from ..experiments.heads import check_max_heads  # noqa: PLC0415
 
     check_max_heads(max_heads)
-    check_int("value", value, minimum=0, fix="Pass --value 3, or 0 for unfactored values.")
+    check_int("values", value, minimum=0, fix="Pass --values 3, or 0 for unfactored values.")
     v = None if value == 0 else value
     Architecture(pair, (key,), tokens, heads=(max_heads,), values=None if v is None else (v,))
     if out.exists() and not out.is_dir():
@@ -72,3 +78,16 @@ def heads(
         print(f"wrote {png} and {table}")
     if any(r["softmax_status"] != "settled" for r in rows):
         raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+def _renamed(name: str, value: int | None, old: str, old_value: int | None, default: int) -> int:
+    """The value of --`name`, also accepted as its spelling before 0.2 (--`old`, hidden; to be
+    removed in the next release), with a note on stderr; both at once is bad input."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise bad_value(old, f"left out when --{name} is given (it is the old spelling of --{name})",
+                        old_value, f"Pass only --{name} {value}.")
+    err.print(f"heads: --{old} is now spelled --{name} (as in `dim`); --{old} goes in the next "
+              "release", style="dim")
+    return old_value

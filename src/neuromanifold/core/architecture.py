@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
-from .checks import ATTENTION_KINDS, bad_value, check_choice, check_int, check_int_tuple, check_positive_float
+from .checks import (ATTENTION_KINDS, bad_type, bad_value, check_choice, check_int, check_int_tuple,
+                     check_positive_float)
 from .limits import check_block_sizes, check_sizes
 
 ACTIVATIONS = ("square", "relu", "gelu", "tanh")
 NORMS = ("none", "layernorm", "rmsnorm")
+
+
+def _broadcast(value: object, n_layers: int) -> object:
+    """One integer for every layer -> a tuple of `n_layers` copies; anything else unchanged."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (int(value),) * n_layers
+    return value
 
 
 @dataclass(frozen=True)
@@ -22,15 +31,22 @@ class Architecture:
     Notation (paper -> here): d = (d_0, ..., d_l) -> `widths`, a = (a_1, ..., a_l) -> `keys`,
     t -> `tokens`.
 
+    The per-layer options `keys`, `heads`, `values` and `mlp` take one entry per layer, or one
+    integer for every layer: `keys=2` is `keys=(2, 2)` for a two-layer network (the number of
+    layers is len(widths) - 1). Choices (`attention`, `activation`, `norm`) ignore case.
+
     Example:
         >>> arch = Architecture(widths=(3, 3, 3), keys=(2, 2), tokens=3)
         >>> arch.n_params == 2 * (2 * 2 * 3 + 3 * 3)
         True
+        >>> Architecture((3, 3, 3), 2, 3) == arch
+        True
     """
 
     widths: tuple[int, ...]
-    keys: tuple[int, ...]
-    tokens: int
+    # None only as the signal of a missing argument (refused in __post_init__ with the fix).
+    keys: tuple[int, ...] | int = None  # type: ignore[assignment]
+    tokens: int = None  # type: ignore[assignment]
     attention: str = "lightning"
     temperature: float = 1.0
     # Transformer-block options (docs/blocks.md); the defaults give the paper's model exactly.
@@ -43,12 +59,17 @@ class Architecture:
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
-        keys = check_int_tuple("keys", self.keys, min_length=1, example="2,2,2")
+        for name in ("keys", "tokens"):
+            if getattr(self, name) is None:
+                raise bad_type(name, "given (Architecture(widths, keys, tokens))", None,
+                               f"Pass e.g. Architecture({tuple(widths)}, keys=2, tokens=3).")
+        keys = check_int_tuple("keys", _broadcast(self.keys, len(widths) - 1), min_length=1,
+                               example="2,2,2")
         if len(keys) != len(widths) - 1:
             raise bad_value(
                 "keys", f"one key width per layer ({len(widths) - 1} for widths {list(widths)})",
                 list(keys), f"Pass {len(widths) - 1} comma-separated key widths, e.g. "
-                f"{','.join(['2'] * (len(widths) - 1))}.")
+                f"{','.join(['2'] * (len(widths) - 1))}, or one width for every layer.")
         tokens = check_int("tokens", self.tokens, minimum=1, fix="Pass t >= 1, e.g. 3.")
         check_sizes(widths, keys, tokens)
         attention = check_choice("attention", self.attention, ATTENTION_KINDS)
@@ -70,11 +91,11 @@ class Architecture:
         def per_layer(name: str, values, minimum: int, example: str):
             if values is None:
                 return None
-            out = check_int_tuple(name, values, minimum=minimum, example=example)
+            out = check_int_tuple(name, _broadcast(values, l), minimum=minimum, example=example)
             if len(out) != l:
                 raise bad_value(name, f"one entry per layer ({l} for widths {list(self.widths)})",
                                 list(out), f"Pass {l} comma-separated integers, e.g. "
-                                f"{','.join([example.split(',')[0]] * l)}.")
+                                f"{','.join([example.split(',')[0]] * l)}, or one for every layer.")
             return out
 
         heads = per_layer("heads", self.heads, 1, "2,2")
@@ -170,6 +191,26 @@ class Architecture:
                        residual=self.residual, mlp=list(self.mlp_widths),
                        activation=self.activation, norm=self.norm)
         return out
+
+    def __repr__(self) -> str:
+        """Architecture(widths=..., keys=..., tokens=...) with only the options that differ from
+        their defaults (it evaluates back to an equal architecture)."""
+        fields = [f"widths={self.widths!r}", f"keys={self.keys!r}", f"tokens={self.tokens!r}"]
+        for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
+                              ("values", None), ("residual", False), ("mlp", None),
+                              ("activation", "square"), ("norm", "none")):
+            value = getattr(self, name)
+            if value != default:
+                fields.append(f"{name}={value!r}")
+        return f"Architecture({', '.join(fields)})"
+
+    def _repr_html_(self) -> str:
+        from .display import html_table  # noqa: PLC0415
+
+        lines = [(k, ",".join(map(str, v)) if isinstance(v, list) else str(v))
+                 for k, v in self.to_dict().items()]
+        return html_table(f"Architecture: {self.n_layers} layer{'s' * (self.n_layers > 1)}, "
+                          f"{self.n_params} parameters", lines)
 
     def __str__(self) -> str:
         text = (f"{self.attention} widths={','.join(map(str, self.widths))} "

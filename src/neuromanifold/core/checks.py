@@ -87,11 +87,16 @@ def check_bool(name: str, value: object, *, allow_none: bool = False, fix: str =
 
 
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
-    """Return `value` if it is one of `choices`."""
-    if value not in choices:
+    """Return the one of `choices` that `value` names, ignoring case and surrounding spaces.
+
+    Every choice is lower case, so `attention="Softmax"` means 'softmax' in Python as it does on
+    the command line; callers use the returned spelling.
+    """
+    normalised = value.strip().lower() if isinstance(value, str) else value
+    if normalised not in choices:
         raise bad_value(name, "one of " + ", ".join(repr(c) for c in choices), value,
                         f"Use for example {choices[0]!r}.")
-    return value  # type: ignore[return-value]
+    return normalised  # type: ignore[return-value]
 
 
 def check_backend(backend: object, scheduler: object = None) -> str:

@@ -48,6 +48,12 @@ class FormulaValue:
         out["conjecture"] = self.conjecture
         return out
 
+    def __repr__(self) -> str:
+        if self.status == "none":
+            return f"<FormulaValue none: {self.name}>"
+        holds = "hypotheses hold" if self.hypotheses_hold else "hypotheses fail"
+        return f"<FormulaValue {self.name} = {self.value} ({self.status}, {holds})>"
+
 
 def _layer_terms(widths: tuple[int, ...], keys: tuple[int, ...], d_last: int) -> int:
     """sum_i [r_i (2 d_{i-1} - r_i) + d_i d_{i-1}] - sum_{i<l} d_i^2, r_i = min(a_i, d_{i-1})."""

@@ -70,6 +70,7 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     check_architecture(arch)
     method = check_choice("method", method, METHODS)
+    device = check_choice("device", device, ("cpu", "cuda", "auto"))
     backend = check_backend(backend, scheduler)
     seed = check_seed(seed)
     min_gap = check_min_gap(min_gap)
@@ -151,7 +152,6 @@ def _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max
 
         return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
                              progress=progress, max_memory=max_memory)
-    check_choice("device", device, ("cpu", "cuda", "auto"))
     if device == "cuda":
         raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "

@@ -26,6 +26,7 @@ import torch
 from ..core.architecture import Architecture
 from ..core.checks import (bad_value, check_architecture, check_choice, check_int, check_min_gap,
                            check_seed)
+from ..core.display import Tabulated, architecture_text
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
@@ -41,7 +42,7 @@ POINT_METHODS = ("auto", "numerical", "certified")
 
 
 @dataclass
-class PointRank:
+class PointRank(Tabulated):
     """The Jacobian rank at one point, how it was obtained, and the generic dimension."""
 
     architecture: dict
@@ -74,15 +75,14 @@ class PointRank:
             out["gap"] = None
         return out
 
-    def summary(self) -> str:
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """(label, text) pairs of `summary`."""
         if self.method == "certified":
             how = self.method if self.status == "certified" else f"{self.method}, {self.status}"
             how += f": {self.lower_bound} <= rank <= {self.upper_bound}, {self.precision} bits"
         else:
             how = f"numerical, {self.status}: gap {self.gap:.1f} decades"
-        arch = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
-                        for k, v in self.architecture.items())
-        lines = [("architecture", arch),
+        lines = [("architecture", architecture_text(self.architecture)),
                  ("seed", str(self.seed)), ("parameters", str(self.n_params)),
                  ("rank at the point", f"{self.rank}  [{how}, N = {self.n_samples}]"),
                  ("float64 rank", f"{self.float_rank} (gap {self.gap:.1f} decades)")]
@@ -91,8 +91,15 @@ class PointRank:
                           f"{self.generic_status}]"))
         lines += [("notes", n) for n in self.notes]
         lines.append(("seconds", ", ".join(f"{k} {v:.2f}" for k, v in self.seconds.items())))
-        width = max(len(k) for k, _ in lines)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
+        return lines
+
+    def _title(self) -> str:
+        return f"rank at the point {self.rank} ({self.method}, {self.status})"
+
+    def __repr__(self) -> str:
+        how = self.method if self.method == self.status else f"{self.method}, {self.status}"
+        return (f"<PointRank {self.rank} [{how}] of {self.n_params} parameters: "
+                f"{architecture_text(self.architecture)}>")
 
 
 def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: str = "auto",

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from ..errors import AmbiguousRankError
+from ..core.display import Tabulated, architecture_text
 from ..core.formulas import FormulaValue
 
 Status = Literal["settled", "ambiguous", "certified", "lower-bound", "stopped"]
@@ -36,7 +37,7 @@ class AmbiguousRankWarning(UserWarning):
 
 
 @dataclass
-class DimensionResult:
+class DimensionResult(Tabulated):
     """The dimension of a neuromanifold and everything needed to judge it.
 
     `method` and `status` use the vocabulary of this module. For numerical results
@@ -151,9 +152,7 @@ class DimensionResult:
 
     def summary_lines(self) -> list[tuple[str, str]]:
         """(label, text) pairs of `summary`, for callers that lay them out themselves."""
-        arch = self.architecture
-        text = " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
-                        for k, v in arch.items())
+        text = architecture_text(self.architecture)
         lines = [("architecture", text), ("seed", str(self.seed)),
                  ("parameters", str(self.n_params)), ("dimension", self.describe_dimension()),
                  ("fiber dimension", str(self.fiber_dim)), ("formula", self.describe_formula())]
@@ -171,11 +170,34 @@ class DimensionResult:
         lines.append(("seconds", ", ".join(f"{k} {v:.2f}" for k, v in self.seconds.items())))
         return lines
 
-    def summary(self) -> str:
-        """The table `neuromanifold dim` prints."""
-        lines = self.summary_lines()
-        width = max(len(k) for k, _ in lines)
-        return "\n".join(f"{key:<{width}}  {value}" for key, value in lines)
+    def _title(self) -> str:
+        return f"dimension {self.describe_dimension()}"
+
+    def __repr__(self) -> str:
+        how = self.method if self.method == self.status else f"{self.method}, {self.status}"
+        if self.gap is not None and math.isfinite(self.gap):
+            how += f", gap {self.gap:.1f} decades"
+        elif self.lower_bound is not None and self.upper_bound is not None \
+                and self.lower_bound != self.upper_bound:
+            how += f", {self.lower_bound} <= dim <= {self.upper_bound}"
+        return (f"<DimensionResult {self.dimension} [{how}] of {self.n_params} parameters: "
+                f"{architecture_text(self.architecture)}>")
+
+    def to_row(self) -> dict:
+        """One flat row (architecture fields, dimension, how it was obtained, the closed form
+        where one is known), as `results_frame` tabulates results."""
+        row = {k: (",".join(map(str, v)) if isinstance(v, list) else v)
+               for k, v in self.architecture.items()}
+        known = self.formula.status != "none"
+        row.update(n_params=self.n_params, dimension=self.dimension, fiber_dim=self.fiber_dim,
+                   method=self.method, status=self.status, lower_bound=self.lower_bound,
+                   upper_bound=self.upper_bound, gap=self.gap, n_samples=self.n_samples,
+                   seed=self.seed, formula_name=self.formula.name,
+                   formula=self.formula.value if known else None,
+                   formula_status=self.formula.status,
+                   hypotheses_hold=self.formula.hypotheses_hold,
+                   seconds=self.seconds.get("total"))
+        return row
 
 
 def require_settled(result: DimensionResult) -> DimensionResult:

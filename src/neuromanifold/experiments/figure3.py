@@ -66,7 +66,8 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
     """
     samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     method = check_choice("method", method, ("numerical", "certified"))
-    if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda" and method == "certified":
+    device = check_choice("device", device, ("cpu", "cuda", "auto"))
+    if device == "cuda" and method == "certified":
         raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
                         "Ball arithmetic and F_p run on the CPU; drop --device.")
     deltas = check_figure3_deltas(deltas or list(range(3, 11)), attention)

@@ -1,21 +1,24 @@
-"""Figures. The only module that imports matplotlib (non-interactive Agg backend)."""
+"""Figures. The only module that imports matplotlib.
+
+Every `plot_*` function returns its `matplotlib.figure.Figure` (shown inline when it is the last
+expression of a notebook cell) and writes it to `path` as well when a path is given. Figures are
+built without pyplot, so importing this module changes no backend and opens no window.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..dimension.result import SETTLED_STATUSES  # noqa: E402
+from ..dimension.result import SETTLED_STATUSES
 
 
-def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
+def plot_figure3(rows: list[dict], path: Path | None = None, attention: str = "softmax") -> Figure:
     """Estimated vs expected dimension against delta, as in the paper's Figure 3."""
     deltas = [r["delta"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=130)
+    fig = Figure(figsize=(6, 4.2), dpi=130)
+    ax = fig.subplots()
     ax.plot(deltas, [r["expected"] for r in rows], "-", color="tab:blue", lw=2,
             label=f"expected ({rows[0]['formula']})")
     ax.plot(deltas, [r["n_params"] for r in rows], ":", color="tab:gray", label="parameters")
@@ -32,13 +35,10 @@ def plot_figure3(rows: list[dict], path: Path, attention: str) -> Path:
     ax.set_title(f"Figure 3 ({attention} attention, l = 2)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def plot_figure1(data, path: Path) -> Path:
+def plot_figure1(data, path: Path | None = None) -> Figure:
     """The paper's Figure 1: a 3-D affine slice of M (d = 2, d' = 1, a = 2), singular curve highlighted.
 
     The surface is drawn as a dense cloud of points of the real zero set of the sliced defining
@@ -47,7 +47,7 @@ def plot_figure1(data, path: Path) -> Path:
     from mpl_toolkits.mplot3d import Axes3D  # noqa: F401, PLC0415  (registers the 3d projection)
 
     pts, curve = data.surface_points, data.singular_points
-    fig = plt.figure(figsize=(7, 6.5), dpi=140)
+    fig = Figure(figsize=(7, 6.5), dpi=140)
     ax = fig.add_subplot(projection="3d")
     if len(pts):
         ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], c=pts[:, 2], cmap="viridis", s=1.2, alpha=0.55,
@@ -66,16 +66,14 @@ def plot_figure1(data, path: Path) -> Path:
     ax.set_title("Figure 1: slice of the neuromanifold, d = 2, d' = 1, a = 2\n"
                  f"(degree-{data.degree} hypersurface of its 6-dim span; seed {data.seed})", fontsize=10)
     ax.view_init(elev=22, azim=-60)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def plot_measured_vs_general(rows: list[dict], path: Path) -> Path:
+def plot_measured_vs_general(rows: list[dict], path: Path | None = None) -> Figure:
     """Measured (settled or certified) lightning dimensions against the `general` closed form (a
     conjecture): where it holds (on the diagonal) and where it fails (red)."""
-    fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
+    fig = Figure(figsize=(6.2, 5), dpi=130)
+    ax = fig.subplots()
     done = [r for r in rows if r["status"] in SETTLED_STATUSES and r.get("general") is not None]
     for agree, colour, label in ((True, "tab:green", "general = measured"),
                                  (False, "tab:red", "general != measured")):
@@ -95,15 +93,13 @@ def plot_measured_vs_general(rows: list[dict], path: Path) -> Path:
     ax.grid(alpha=0.3)
     if done:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
-def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
+def plot_measured_vs_formula(rows: list[dict], path: Path | None = None) -> Figure:
     """Measured dimension against the paper's closed form, coloured by whether its hypotheses hold."""
-    fig, ax = plt.subplots(figsize=(6.2, 5), dpi=130)
+    fig = Figure(figsize=(6.2, 5), dpi=130)
+    ax = fig.subplots()
     done = [r for r in rows if r["status"] in SETTLED_STATUSES and r.get("difference", 0) is not None]
     markers = {"lightning": "o", "softmax": "s"}
     for attention in sorted({r["attention"] for r in done}):
@@ -121,19 +117,30 @@ def plot_measured_vs_formula(rows: list[dict], path: Path) -> Path:
     methods = ", ".join(sorted({r["method_used"] or r["method"] for r in done}))
     ax.set_xlabel("closed form (Eq. 7 / 14 lightning, Eq. 16 softmax)")
     ax.set_ylabel(f"measured dimension ({methods})")
-    n_bad = len(rows) - len(done)
-    ax.set_title(f"Measured vs formula: {len(done)} settled or certified results" +
-                 (f"\n({n_bad} lower-bound, ambiguous, error or timeout not shown)" if n_bad else ""),
+    ax.set_title(f"Measured vs formula: {len(done)} settled or certified results"
+                 + (f"\n(not shown: {_not_shown(rows)})" if len(done) < len(rows) else ""),
                  fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    if done:
+        ax.legend(fontsize=7)
+    return _save(fig, path)
 
 
-def plot_difference_heatmap(cells: dict, path: Path, x: str, y: str, subtitle: str) -> Path:
+def _not_shown(rows: list[dict]) -> str:
+    """'54 certified without a closed form, 7 lower-bound': the rows a measured-vs-formula plot
+    leaves out, counted by why (no closed form to compare with, or no measured dimension)."""
+    from collections import Counter  # noqa: PLC0415
+
+    no_form = Counter(r["status"] for r in rows
+                      if r["status"] in SETTLED_STATUSES and r.get("difference", 0) is None)
+    unmeasured = Counter(r["status"] for r in rows if r["status"] not in SETTLED_STATUSES)
+    parts = [f"{n} {status} without a closed form" for status, n in sorted(no_form.items())]
+    parts += [f"{n} {status}" for status, n in sorted(unmeasured.items())]
+    return ", ".join(parts)
+
+
+def plot_difference_heatmap(cells: dict, path: Path | None = None, x: str = "d1", y: str = "d0",
+                            subtitle: str = "", *, empty: str | None = None) -> Figure:
     """Mean (measured - formula) over two grid axes, one panel per attention kind.
 
     Solid black frame: the formula's hypotheses hold for every item of the cell; dashed: for some.
@@ -141,13 +148,17 @@ def plot_difference_heatmap(cells: dict, path: Path, x: str, y: str, subtitle: s
     from matplotlib.patches import Rectangle  # noqa: PLC0415
 
     kinds = list(cells) or ["(no results)"]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.6), dpi=130, squeeze=False)
+    fig = Figure(figsize=(5.2 * len(kinds), 4.6), dpi=130)
+    axes = fig.subplots(1, len(kinds), squeeze=False)
     limit = max([abs(v) for c in cells.values() for v in c["mean"].values()] + [1.0])
     image = None
     for ax, kind in zip(axes[0], kinds):
         if kind not in cells:
             ax.set_axis_off()
-            ax.text(0.5, 0.5, "no results with these axes", ha="center", transform=ax.transAxes)
+            import textwrap  # noqa: PLC0415
+
+            ax.text(0.5, 0.5, textwrap.fill(empty or "no results with these axes", 60),
+                    ha="center", va="center", fontsize=9, transform=ax.transAxes)
             continue
         c = cells[kind]
         xs, ys = c["xs"], c["ys"]
@@ -172,15 +183,14 @@ def plot_difference_heatmap(cells: dict, path: Path, x: str, y: str, subtitle: s
     if image is not None:
         fig.colorbar(image, ax=axes[0].tolist(), shrink=0.85,
                      label="measured - formula (frame: hypotheses hold; dashed: some)")
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(fig, path, tight=False)
 
 
-def plot_heads(rows: list[dict], path: Path, title: str) -> Path:
+def plot_heads(rows: list[dict], path: Path | None = None, title: str = "") -> Figure:
     """Dimension against heads: lightning and softmax, with the naive count and ambient bound."""
     heads = [r["heads"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4.2), dpi=130)
+    fig = Figure(figsize=(6, 4.2), dpi=130)
+    ax = fig.subplots()
     ax.plot(heads, [r["n_params"] for r in rows], ":", color="tab:gray", label="parameters (naive count)")
     if rows[0]["ambient"] is not None:
         ax.axhline(rows[0]["ambient"], ls="--", color="tab:green", label="ambient bound (lightning)")
@@ -197,9 +207,10 @@ def plot_heads(rows: list[dict], path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
-def _save(fig, path: Path) -> Path:
-    """Lay out, write and close a figure."""
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def _save(fig: Figure, path: Path | None, *, tight: bool = True) -> Figure:
+    """Lay out `fig`, write it to `path` (unless None) and return it."""
+    if tight:
+        fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, **({} if tight else {"bbox_inches": "tight"}))
+    return fig

@@ -30,6 +30,7 @@ from ..errors import InputTypeError
 from ..core.architecture import Architecture
 from ..core.seeds import seeded_rng
 from ..core.checks import bad_value, check_int, check_seed
+from ..core.display import Tabulated
 from ..dimension.fp import DEFAULT_PRIME, rank_mod_p, rank_rational
 from ..dimension.rank import matrix_rank, numerical_rank, rank_rule, unit_scaled
 from ..core.finite import largest_entry, require_finite
@@ -38,7 +39,7 @@ from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
 
 
 @dataclass
-class LayerClassification:
+class LayerClassification(Tabulated):
     """Where one layer's point lies on its neuromanifold (Theorem 3.4, Lemma A.3).
 
     `smooth`, `singular`, `boundary` describe phi in M; `critical` describes (A, V) for the
@@ -89,11 +90,18 @@ class LayerClassification:
                   f"{self.generic_jacobian_rank}); " + ("agrees" if self.agrees else "DISAGREES"))]
         return lines + [("notes", n) for n in self.notes]
 
-    def summary(self) -> str:
-        """The classification table `neuromanifold classify` prints."""
-        lines = self.summary_lines()
-        width = max(len(k) for k, _ in lines)
-        return "\n".join(f"{key:<{width}}  {value}" for key, value in lines)
+    def _kind(self) -> str:
+        """The flags that hold, e.g. 'smooth' or 'singular, critical'."""
+        return ", ".join(name for name in ("smooth", "singular", "boundary", "critical")
+                         if getattr(self, name)) or "neither smooth nor singular"
+
+    def __repr__(self) -> str:
+        return (f"<LayerClassification {self._kind()}: jacobian rank {self.jacobian_rank} "
+                f"({self.rank_method}), theorem {self.expected_jacobian_rank}, "
+                f"{'agrees' if self.agrees else 'DISAGREES'}>")
+
+    def _title(self) -> str:
+        return f"layer point: {self._kind()}"
 
 
 def _as_attention(weights: object) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -24,7 +24,6 @@ it to W1: `witness_residual` is the largest relative difference to W2's blocks i
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
@@ -35,6 +34,7 @@ from ..dimension.rank import numerical_rank
 from ..errors import InputError, InputTypeError
 from ..core.architecture import Architecture
 from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float, check_seed
+from ..core.display import Tabulated, short_json
 from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors, value_products
@@ -140,7 +140,7 @@ def exact_outputs(arch: Architecture, weights: LayerWeights, inputs: list[np.nda
 
 
 @dataclass
-class FiberResult:
+class FiberResult(Tabulated):
     """Whether two weight sets define the same function, and the group element relating them.
 
     `method` is `exact` (rational identity test, `failure_probability` bounds a wrong `True`) or
@@ -171,23 +171,33 @@ class FiberResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def summary(self) -> str:
-        """The lines `neuromanifold fiber` prints after the architecture and seed."""
+    summary_column = 14  # values in column 16, as the `architecture` and `seed` lines above
+
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """(label, text) pairs of `summary`; witness floats to 6 significant digits (all 17
+        are in `witness` and `to_dict`)."""
         if self.method == "exact":
             how = (f"exact (rational identity test, P(wrong) <= {self.failure_probability:.1e})"
                    if self.same_function else "exact (outputs differ at an input: certain)")
         else:
             how = (f"numerical (float64, relative tolerance {self.tolerance:g}, max difference "
                    f"{self.max_difference:.2e})")
-        lines = [f"same function   {self.same_function}  [{how}, {self.n_points} inputs]"]
+        lines = [("same function", f"{self.same_function}  [{how}, {self.n_points} inputs]")]
         if self.same_function:
-            lines.append(f"fiber           {self.kind}")
-            lines += [f"  witness move  {json.dumps(move)}" for move in self.witness or []]
+            lines.append(("fiber", str(self.kind)))
+            lines += [("  witness move", short_json(move)) for move in self.witness or []]
             if self.witness_residual is not None:
-                lines.append(f"witness residual {self.witness_residual:.1e} (float64, relative, "
-                             "blockwise)")
-        lines += [f"note            {note}" for note in self.notes]
-        return "\n".join(lines)
+                lines.append(("witness residual", f"{self.witness_residual:.1e} (float64, "
+                              "relative, blockwise)"))
+        return lines + [("note", note) for note in self.notes]
+
+    def __repr__(self) -> str:
+        verdict = f"same function, {self.kind} fiber" if self.same_function else "different functions"
+        moves = f", {len(self.witness)} witness moves" if self.witness else ""
+        return f"<FiberResult {verdict} [{self.method}]{moves}>"
+
+    def _title(self) -> str:
+        return "same function" if self.same_function else "different functions"
 
 
 def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:

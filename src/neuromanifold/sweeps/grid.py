@@ -159,6 +159,8 @@ def _range_tuples(source: str, name: str, table: dict, min_length: int, example:
 def _scalars(source: str, name: str, value: object, kind: type, check, example: str) -> list:
     if not isinstance(value, list) or not value:
         raise _grid_error(source, name, "a non-empty list", value, f"Write e.g. {name} = {example}.")
+    if kind is str:  # choices ignore case, as in Python and on the command line
+        value = [v.strip().lower() if isinstance(v, str) else v for v in value]
     for v in value:
         ok = isinstance(v, kind) and not isinstance(v, bool)
         if kind is float:

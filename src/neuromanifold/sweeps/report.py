@@ -111,6 +111,8 @@ def report_rows(rows: list[dict]) -> list[dict]:
         row["conjecture_hypotheses_hold"] = bool(r["conjecture_hypotheses_hold"])
         # A block network with no closed form has nothing to compare with (docs/blocks.md).
         no_formula = r["formula_name"] == NO_FORMULA
+        if no_formula:  # the store holds the parameter count there: not a closed form's value
+            row["formula"] = row["conjecture"] = None
         row["difference"] = None if dim is None or no_formula else dim - r["formula"]
         row["conjecture_difference"] = None if dim is None or no_formula else dim - r["conjecture"]
         row["general"] = _general_value(r)
@@ -121,7 +123,8 @@ def report_rows(rows: list[dict]) -> list[dict]:
 
 
 def axis_value(row: dict, axis: str) -> int | None:
-    """The value of a grid axis (d0.., a1.., t) for a CSV row; None when the row has no such axis."""
+    """The value of a grid axis (d0.., a1.., h1.., t) for a CSV row; None when the row has no
+    such axis. `h` are the heads per layer (1 for the paper's model)."""
     widths = [int(v) for v in str(row["widths"]).split(",")]
     keys = [int(v) for v in str(row["keys"]).split(",")]
     if axis == "t":
@@ -129,16 +132,68 @@ def axis_value(row: dict, axis: str) -> int | None:
     index = int(axis[1:])
     if axis[0] == "d":
         return widths[index] if index < len(widths) else None
+    if axis[0] == "h":
+        heads = [int(v) for v in str(row.get("heads") or "").split(",") if v] or [1] * len(keys)
+        return heads[index - 1] if 1 <= index <= len(heads) else None
     return keys[index - 1] if 1 <= index <= len(keys) else None
+
+
+def _axes(layers: int) -> list[str]:
+    """Every heat-map axis of an l = `layers` network."""
+    return ([f"d{i}" for i in range(layers + 1)] + [f"a{i}" for i in range(1, layers + 1)]
+            + [f"h{i}" for i in range(1, layers + 1)] + ["t"])
 
 
 def _check_axis(name: str, axis: str, layers: int) -> str:
     axis = axis.strip().lower()
-    valid = [f"d{i}" for i in range(layers + 1)] + [f"a{i}" for i in range(1, layers + 1)] + ["t"]
+    valid = _axes(layers)
     if axis not in valid:
         raise bad_value(name, f"a grid axis of an l = {layers} network ({', '.join(valid)})", axis,
                         "Pass e.g. --heat-x d1 --heat-y d0.")
     return axis
+
+
+def _comparable(row: dict) -> bool:
+    """A measured dimension (settled or certified) with a closed form to compare it with."""
+    return row["status"] in SETTLED_STATUSES and row["difference"] is not None
+
+
+def _n_layers(row: dict) -> int:
+    return len(str(row["keys"]).split(","))
+
+
+def choose_heat_axes(rows: list[dict]) -> tuple[int, str, str] | None:
+    """(l, x, y) for the heat map of these CSV rows: l = 2 with x = d1, y = d0 where those rows
+    exist (the paper's maps), else the l with the most comparable rows and its two axes that take
+    the most values (heads first, then keys, widths, tokens); None when no row is comparable or
+    no two axes vary."""
+    comparable = [r for r in rows if _comparable(r)]
+    if any(_n_layers(r) == 2 for r in comparable):
+        return 2, "d1", "d0"
+    counts: dict[int, int] = defaultdict(int)
+    for r in comparable:
+        counts[_n_layers(r)] += 1
+    if not counts:
+        return None
+    layers = max(counts, key=lambda l: (counts[l], -l))
+    members = [r for r in comparable if _n_layers(r) == layers]
+    order = ([f"h{i}" for i in range(1, layers + 1)] + [f"a{i}" for i in range(1, layers + 1)]
+             + [f"d{i}" for i in range(layers + 1)] + ["t"])
+    spread = {axis: len({axis_value(r, axis) for r in members}) for axis in order}
+    varying = sorted((a for a in order if spread[a] > 1), key=lambda a: -spread[a])
+    return (layers, varying[0], varying[1]) if len(varying) >= 2 else None
+
+
+def heat_note(rows: list[dict], layers: int) -> str:
+    """Why a heat map of l = `layers` networks is empty, and which layer counts would fill it."""
+    comparable = [r for r in rows if _comparable(r)]
+    found = sorted({_n_layers(r) for r in comparable})
+    if not comparable:
+        return ("no settled or certified result with a closed form in this store (lower bounds "
+                "and networks without a closed form are not compared)")
+    return (f"no settled or certified result with a closed form has l = {layers} and these axes; "
+            f"such results have l = {', '.join(map(str, found))} (pass --heat-layers "
+            f"{found[0]})")
 
 
 def parse_fix(text: str | None, layers: int) -> dict[str, int]:
@@ -168,8 +223,7 @@ def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
     fixed = fixed or {}
     groups: dict = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if (r["status"] not in SETTLED_STATUSES or r["difference"] is None
-                or len(str(r["keys"]).split(",")) != layers):
+        if not _comparable(r) or _n_layers(r) != layers:
             continue
         if any(axis_value(r, k) != v for k, v in fixed.items()):
             continue
@@ -190,22 +244,27 @@ def heatmap_cells(rows: list[dict], x: str, y: str, layers: int,
 
 
 def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool = False,
-                 heat_x: str = "d1", heat_y: str = "d0", heat_layers: int = 2,
-                 heat_fix: str | None = None) -> dict:
-    """Write results.csv and the two figures for the sweep store `db` into folder `out`.
+                 heat_x: str | None = None, heat_y: str | None = None,
+                 heat_layers: int | None = None, heat_fix: str | None = None) -> dict:
+    """Write results.csv and the figures for the sweep store `db` into folder `out`.
 
     Rows with damaged values (text in an integer column, NULL widths, an empty key) are skipped
     and counted (`row_damage`); a store with no readable row is refused.
-    Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map,
-    'damaged_rows': n skipped, 'damage': {column: n}}.
+    The heat map's axes default to `choose_heat_axes` (d1 against d0 at l = 2 where the store
+    has such results); given ones are used as they are, and an empty map says why (`heat_note`).
+    Returns {'rows': n, 'files': [paths], 'heatmap_rows': n used by the heat map, 'heat_layers',
+    'heat_x', 'heat_y', 'heatmap_note': why the map is empty, or None, 'damaged_rows': n skipped,
+    'damage': {column: n}}.
     """
     from ..experiments.plots import (plot_difference_heatmap, plot_measured_vs_formula,  # noqa: PLC0415
                                      plot_measured_vs_general)
 
+    chosen = heat_x is None and heat_y is None and heat_layers is None
+    heat_layers = 2 if heat_layers is None else heat_layers
     if isinstance(heat_layers, bool) or not isinstance(heat_layers, int) or heat_layers < 1:
         raise bad_value("heat-layers", "an integer l >= 1", heat_layers, "Pass e.g. --heat-layers 2.")
-    heat_x = _check_axis("heat-x", heat_x, heat_layers)
-    heat_y = _check_axis("heat-y", heat_y, heat_layers)
+    heat_x = _check_axis("heat-x", "d1" if heat_x is None else heat_x, heat_layers)
+    heat_y = _check_axis("heat-y", "d0" if heat_y is None else heat_y, heat_layers)
     if heat_x == heat_y:
         raise bad_value("heat-y", "an axis other than --heat-x", heat_y, "Pass e.g. --heat-x d1 --heat-y d0.")
     fixed = parse_fix(heat_fix, heat_layers)
@@ -224,7 +283,10 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
         raise bad_value("db", "a sweep store with at least one result", str(db),
                         "Run `neuromanifold sweep GRID --db` first.")
     out.mkdir(parents=True, exist_ok=True)
+    if chosen and not fixed:
+        heat_layers, heat_x, heat_y = choose_heat_axes(rows) or (heat_layers, heat_x, heat_y)
     cells = heatmap_cells(rows, heat_x, heat_y, heat_layers, fixed)
+    note = None if cells else heat_note(rows, heat_layers)
     fix_text = ", ".join(f"{k} = {v}" for k, v in fixed.items())
     with staged_files(paths) as temps:
         with temps[0].open("w", newline="") as fh:
@@ -234,8 +296,10 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
                 writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
         plot_measured_vs_formula(rows, temps[1])
         plot_difference_heatmap(cells, temps[2], heat_x, heat_y,
-                                f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""))
+                                f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""),
+                                empty=note)
         plot_measured_vs_general(rows, temps[3])
     return {"rows": len(rows), "files": [str(p) for p in paths],
             "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values()),
+            "heat_layers": heat_layers, "heat_x": heat_x, "heat_y": heat_y, "heatmap_note": note,
             "damaged_rows": sum(damaged.values()), "damage": damaged}
