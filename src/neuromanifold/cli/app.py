@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, count, dim, fiber, figure1, figure3, heads, rank, report, sweep
+from . import classify, count, degree, dim, equations, fiber, figure1, figure3, heads, rank, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -39,6 +39,8 @@ app.command("sweep")(sweep.sweep_command)
 app.command("report")(report.report_command)
 app.command("rank")(rank.rank)
 app.command("count")(count.count_command)
+app.command("degree")(degree.degree_command)
+app.command("equations")(equations.equations_command)
 
 EXIT_INTERRUPTED = 130
 

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.checks import check_int, check_seed
+from ..core.checks import bad_value, check_int, check_seed
 from ..core.seeds import purpose_seed
 from .msolve import SolveCount, count_solutions
 
@@ -115,6 +115,15 @@ class DegreeResult:
         lines.append(f"  runs agree: {'yes' if self.agree else 'no'} ({len(self.runs)} runs)")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(line for line in lines if line)
+
+
+def check_timeout(timeout: object) -> float:
+    """`timeout` as a positive float of seconds, or the template error."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
+            or timeout != timeout or timeout == float("inf"):
+        raise bad_value("timeout", "a positive finite number of seconds", timeout,
+                        "Pass e.g. --timeout 600.")
+    return float(timeout)
 
 
 def _count_text(c: SolveCount) -> str:
@@ -245,12 +254,10 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
     seed = check_seed(seed)
     n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
-    if not timeout > 0:
-        raise ValueError(f"`timeout` must be a positive number of seconds; got {timeout}. "
-                         "Pass e.g. --timeout 600.")
+    timeout = check_timeout(timeout)
     if not primes:
-        raise ValueError("`primes` must name at least one prime below 2^30; got none. "
-                         "Pass e.g. primes=(1073741789,).")
+        raise bad_value("primes", "at least one prime below 2^30", primes,
+                        "Pass e.g. primes=(1073741789,).")
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     deadline = start + float(timeout)

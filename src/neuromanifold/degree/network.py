@@ -24,7 +24,7 @@ from ..core.checks import check_seed
 from ..core.seeds import purpose_seed
 from ..dimension.fp import rank_mod_p
 from ..errors import ComputationError
-from .engine import DEFAULT_TIMEOUT, PRIMES, DegreeResult, image_degree
+from .engine import DEFAULT_TIMEOUT, PRIMES, DegreeResult, check_timeout, image_degree
 from .polymap import check_polynomial, function_coefficients, network_map, object_array
 
 _MAX_SPAN_SAMPLES = 4096
@@ -98,9 +98,7 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
     """
     check_polynomial(arch)
     seed = check_seed(seed)
-    if not timeout > 0:
-        raise ValueError(f"`timeout` must be a positive number of seconds; got {timeout}. "
-                         "Pass e.g. --timeout 600.")
+    timeout = check_timeout(timeout)
     say = progress or (lambda _msg: None)
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
@@ -124,6 +122,5 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
         f"linear span of the neurovariety: dimension {span_dim} (exact over F_p); evaluation on "
         f"N = {N} inputs is injective on it (rank {span_dim} over both primes), so the degree is preserved",
     ]
-    result.span_dim = span_dim
-    result.n_inputs = N
+    result.span_dim, result.n_inputs = span_dim, N
     return result

@@ -42,12 +42,13 @@ def check_polynomial(arch: Architecture) -> Architecture:
         raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
                         "Build one with neuromanifold.Architecture(widths, keys, tokens).")
     if not arch.is_polynomial:
-        why = (f"{arch.attention} attention" if arch.attention != "lightning"
-               else f"norm {arch.norm}" if arch.norm != "none" else f"activation {arch.activation}")
-        raise bad_value("arch", "a polynomial network (lightning attention, square or no MLP, no "
-                        "norm): the neuromanifold of any other is not algebraic and has no degree",
-                        f"{arch} ({why})", "Use --attention lightning, --activation square and "
-                        "--norm none.")
+        name, got, fix = (("attention", arch.attention, "Use --attention lightning.")
+                          if arch.attention != "lightning" else
+                          ("norm", arch.norm, "Use --norm none.") if arch.norm != "none" else
+                          ("activation", arch.activation, "Use --activation square."))
+        raise bad_value(name, "polynomial (lightning attention, square or no MLP, no norm): the "
+                        "neuromanifold of any other network is not algebraic and has no degree",
+                        got, fix)
     return arch
 
 
