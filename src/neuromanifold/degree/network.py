@@ -61,16 +61,21 @@ def span_dimension(arch: Architecture, p: int, seed: int) -> tuple[int, list[lis
 
 
 def evaluation_inputs(arch: Architecture, spans: list[tuple[int, int, list[list[int]]]],
-                      seed: int) -> tuple[np.ndarray, int]:
+                      seed: int, bound: int | None = None) -> tuple[np.ndarray, int]:
     """(inputs (N, d_0, t), N): integer inputs whose evaluation is injective on the span S over
-    every prime of `spans` = [(p, dim S mod p, the random weights that span S)] (rank check)."""
+    every prime of `spans` = [(p, dim S mod p, the random weights that span S)] (rank check).
+
+    Entries are residues of the smallest prime, or integers in [-bound, bound] when given.
+    """
     rng = random.Random(purpose_seed(seed, "degree-inputs"))
     per_input = arch.widths[-1] * arch.tokens
     N = max(1, math.ceil(max(s for _, s, _ in spans) / per_input))
     smallest = min(p for p, _, _ in spans)
     while True:
+        count = N * arch.widths[0] * arch.tokens
         inputs = object_array((N, arch.widths[0], arch.tokens),
-                              _random_residues(rng, N * arch.widths[0] * arch.tokens, smallest))
+                              _random_residues(rng, count, smallest) if bound is None
+                              else [rng.randint(-bound, bound) for _ in range(count)])
         F = network_map(arch, inputs)
         if all(rank_mod_p(np.array([[int(v) % p for v in F(w)] for w in samples], dtype=np.int64), p)
                == span_dim for p, span_dim, samples in spans):
