@@ -21,8 +21,9 @@ def degree_command(
     mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
     activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
     norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
-    timeout: float = typer.Option(600.0, help="Seconds for the whole computation; a solve past "
-                                  "it is reported as stopped, never guessed."),
+    timeout: float = typer.Option(600.0, help="Seconds for all the solves together (the slice and "
+                                  "fiber systems; the dimension and span checks come first); "
+                                  "past it the result is stopped, never guessed."),
     repeats: int = typer.Option(2, help="Independent slices per prime (two primes near 2^30)."),
     seed: int = typer.Option(0, help="Random seed for the gauge points, slices and inputs."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),

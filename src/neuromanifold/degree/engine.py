@@ -185,7 +185,7 @@ def _one_run(F: Callable, n: int, dimension: int, p: int, seed: int, run: int, d
     rng = random.Random(purpose_seed(seed, f"degree-run-{p}-{run}"))
     free, w0 = _gauge(F, n, p, rng)
     if len(free) != dimension:
-        return DegreeRun(p, run, SolveCount("finite", None, None, 0.0), None, None,
+        return DegreeRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                          f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
     ctx, G = _gauge_fixed(F, n, free, w0, p)
     names = ctx.names()
@@ -241,7 +241,8 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
         dimension: dim V if known from an exact engine; by default the Jacobian rank mod p at a
             random point (a lower bound that is exact outside a proper algebraic set).
         seed: seeds every random choice (gauge point, slices, fiber point).
-        timeout: seconds for the whole computation; a solve past it is `stopped`.
+        timeout: seconds for all the solves together (gauge, slices, fibers); a solve past it
+            is killed and the result is `stopped`.
         repeats: independent runs per prime (each with its own gauge point and slice).
         primes: primes below 2^30 (at least one).
 

@@ -30,8 +30,9 @@ MAX_PRIME = 2 ** 30
 class SolveCount:
     """The zeros of a polynomial system over the algebraic closure of F_p, as msolve counts them.
 
-    status: 'finite' (zero-dimensional), 'empty' (no zeros), 'positive-dimensional', or
-    'stopped' (not finished within the time limit, or msolve died, e.g. out of memory).
+    status: 'finite' (zero-dimensional), 'empty' (no zeros), 'positive-dimensional',
+    'stopped' (not finished within the time limit, or msolve died, e.g. out of memory), or
+    'not run' (an earlier check failed).
     n_distinct: distinct zeros; n_with_multiplicity: dim F_p[w]/I (None unless finite).
     """
 

@@ -7,8 +7,8 @@ vectors of K random networks once K exceeds it. Evaluation at N input sequences 
 map L on S; when rank L(c(W_1..W_K)) = dim S, L is injective on S, so L(V) is isomorphic to V
 (same dimension, same degree), and the degree engine (`engine.image_degree`) runs on the
 polynomial map W -> (phi_W(X_1), ..., phi_W(X_N)) over F_p. The dimension r comes from the
-existing exact engine (`neuromanifold_dim(method='certified')`: the exact rank with its symmetry upper bound); the Jacobian rank mod p at each
-gauge point must equal it.
+existing exact engine (`neuromanifold_dim(method='certified')`: the exact rank with its
+symmetry upper bound); the Jacobian rank mod p at each gauge point must equal it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.architecture import Architecture
-from ..core.checks import check_seed
+from ..core.checks import check_int, check_seed
 from ..core.seeds import purpose_seed
 from ..dimension.fp import rank_mod_p
 from ..errors import ComputationError
@@ -90,7 +90,8 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
     Math: deg V = #(V cut by dim V generic affine hyperplanes) (docs/degree.md); computed by
     gauge fixing, random slices and msolve over two primes near 2^30, with the evaluation on N
     inputs checked injective on the span of V. Status `exact (mod p, randomised)` when every
-    run agrees, `stopped` past `timeout` seconds, `ambiguous` otherwise (degree None).
+    run agrees, `stopped` when the solves take more than `timeout` seconds together,
+    `ambiguous` otherwise (degree None).
 
     Raises:
         ValueError: for a network that is not polynomial (softmax, relu/gelu/tanh, a norm):
@@ -104,6 +105,7 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
     check_polynomial(arch)
     seed = check_seed(seed)
     timeout = check_timeout(timeout)
+    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
     say = progress or (lambda _msg: None)
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
