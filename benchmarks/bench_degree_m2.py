@@ -6,8 +6,9 @@ For each case (closed-form determinantal varieties, Figure 1's quartic, single l
 one deep network) it prints: the known value where there is one, this package's degree, status
 and seconds (`image_degree` / `degree`, two primes, two slices each), then Macaulay2's
 `numericalImageDegree` (monodromy, floating point) run `--runs` times with seeds 1..runs, how
-many runs agree with the exact count, the values it returned and its median seconds. The network
-maps are written for Macaulay2 as polynomials over CC in the parameters at small integer inputs
+many runs agree with the exact count, the values it returned (-1: the run raised an error) and
+its median CPU seconds over finished runs; runs not finished within --timeout (all ten runs of a
+case share it) count as not agreeing. The network maps are written for Macaulay2 as polynomials over CC in the parameters at small integer inputs
 whose evaluation is checked injective on the span of the neurovariety (as `degree` does).
 Macaulay2 comes from the system's packages (Debian: `apt-get install macaulay2`); when `M2` is
 not on PATH the script says so and prints only this package's column. Timings depend on machine
@@ -67,10 +68,10 @@ def m2_script(polys: list[str], n: int, runs: int) -> str:
         "F = {" + ",\n".join(polys) + "};",
         f"for k from 1 to {runs} do (",
         "  setRandomSeed k;",
-        "  t0 = currentTime();",
         "  c0 = cpuTime();",
         "  d = try numericalImageDegree(F, ideal 0_R, Verbose => false) else -1;",
-        '  print("RUN " | toString k | " DEGREE " | toString d | " CPU " | toString(cpuTime() - c0));',
+        '  stdio << "RUN " | toString k | " DEGREE " | toString d | " CPU " | toString(cpuTime() - c0)'
+        ' << endl << flush;',  # flushed: runs finished before a timeout are still counted
         ");",
         "exit 0", ""])
 
@@ -89,7 +90,8 @@ def run_m2(F, n: int, runs: int, timeout: float) -> list[tuple[int, float]] | st
         except subprocess.TimeoutExpired as exc:
             text = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             found = re.findall(r"RUN (\d+) DEGREE (-?\d+) CPU ([\d.e-]+)", text)
-            return [(int(d), float(s)) for _, d, s in found] or f"stopped after {timeout:.0f} s"
+            runs = [(int(d), float(s)) for _, d, s in found]
+            return runs + [(None, timeout)] if runs else f"stopped after {timeout:.0f} s"
     found = re.findall(r"RUN (\d+) DEGREE (-?\d+) CPU ([\d.e-]+)", done.stdout)
     if not found:
         return "failed: " + (done.stderr.strip().splitlines() or ["no output"])[0][:120]
@@ -124,9 +126,11 @@ def main() -> None:
         else:
             values = [d for d, _ in m2]
             agree = sum(d == ours.degree for d in values) if ours.degree is not None else 0
-            counts = ", ".join(f"{v} x{values.count(v)}" for v in sorted(set(values)))
-            m2_cols = (f"{agree:>4d}/{len(values):<4d} {counts:30s} "
-                       f"{statistics.median(s for _, s in m2):11.2f}")
+            counts = ", ".join(f"{v} x{values.count(v)}" for v in sorted(set(values) - {None}))
+            if None in values:
+                counts += f"; stopped after {len(values) - 1} runs"
+            m2_cols = (f"{agree:>4d}/{args.runs:<4d} {counts:30s} "
+                       f"{statistics.median(s for d, s in m2 if d is not None):11.2f}")
         print(f"{name:10s} {str(known or '-'):>6s} | {str(ours.degree or '-'):>5s} {ours.status:27s} "
               f"{ours_s:7.2f} | {m2_cols}", flush=True)
 
