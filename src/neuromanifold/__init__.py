@@ -29,6 +29,10 @@ _EXPORTS = {
     "DimensionResult": "dimension.result",
     "rank_at_point": "dimension.point",
     "functional_dim": "models.functional",
+    "degree": "degree.network",
+    "image_degree": "degree.engine",
+    "DegreeResult": "degree.engine",
+    "implicit_equations": "degree.equations",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -94,6 +98,9 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
     from .models.functional import functional_dim
+    from .degree.engine import DegreeResult, image_degree
+    from .degree.equations import implicit_equations
+    from .degree.network import degree
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, count, dim, fiber, figure1, figure3, heads, rank, report, sweep
+from . import classify, count, degree, dim, equations, fiber, figure1, figure3, heads, rank, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -41,6 +41,8 @@ EXAMPLES = {
     "report": "neuromanifold report eq14_map.sqlite --out eq14_report",
     "rank": "neuromanifold rank --weights weights.npz --method auto",
     "count": "neuromanifold count --model-type gpt2",
+    "degree": "neuromanifold degree --widths 2,1 --keys 2 --tokens 3",
+    "equations": "neuromanifold equations --widths 2,1 --keys 2 --tokens 3",
 }
 
 
@@ -52,7 +54,8 @@ for _name, _function in (("dim", dim.dim), ("figure3", figure3.figure3), ("heads
                          ("classify", classify.classify), ("fiber", fiber.fiber),
                          ("figure1", figure1.figure1), ("sweep", sweep.sweep_command),
                          ("report", report.report_command), ("rank", rank.rank),
-                         ("count", count.count_command)):
+                         ("count", count.count_command), ("degree", degree.degree_command),
+                         ("equations", equations.equations_command)):
     _command(_name, _function)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from .architecture import Architecture
@@ -135,34 +136,45 @@ def head_value(blocks: dict[str, torch.Tensor], layer: int, head: int) -> torch.
     return blocks[f"O_{layer}_{head}"] @ blocks[f"W_{layer}_{head}"]
 
 
+def _einsum(spec: str, *operands):
+    """torch.einsum on tensors; numpy's einsum on object arrays (python-flint polynomials)."""
+    if isinstance(operands[0], np.ndarray):
+        return np.einsum(spec, *operands)
+    return torch.einsum(spec, *operands)
+
+
 def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, *,
                   record: list | None = None) -> torch.Tensor:
     """phi_W(X) of a block network; X is (N, d_0, t) or (d_0, t) (see the module docstring).
 
-    `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`)."""
+    `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
+    The same code runs over float64 tensors and, for lightning blocks without a norm, over numpy
+    object arrays of python-flint polynomials or residues (the degree engine, `degree.polymap`):
+    the torch path is unchanged, `_einsum` only dispatches on the operand type.
+    """
     Z = X
     for i in range(1, arch.n_layers + 1):
         Zn = _normalise(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
         out = 0
         for h in range(1, arch.head_counts[i - 1] + 1):
-            q = torch.einsum("ad,...dt->...at", blocks[f"Q_{i}_{h}"], Zn)
-            k = torch.einsum("ad,...dt->...at", blocks[f"K_{i}_{h}"], Zn)
-            scores = torch.einsum("...aj,...ai->...ji", q, k)      # scores_ji = z_j^T Q^T K z_i
+            q = _einsum("ad,...dt->...at", blocks[f"Q_{i}_{h}"], Zn)
+            k = _einsum("ad,...dt->...at", blocks[f"K_{i}_{h}"], Zn)
+            scores = _einsum("...aj,...ai->...ji", q, k)      # scores_ji = z_j^T Q^T K z_i
             if arch.attention == "softmax":
                 scores = torch.softmax(scores / arch.temperature, dim=-2)
                 if record is not None:
                     record.append(scores)
             if f"V_{i}_{h}" in blocks:
-                values = torch.einsum("ed,...dt->...et", blocks[f"V_{i}_{h}"], Zn)
+                values = _einsum("ed,...dt->...et", blocks[f"V_{i}_{h}"], Zn)
             else:
-                inner = torch.einsum("vd,...dt->...vt", blocks[f"W_{i}_{h}"], Zn)
-                values = torch.einsum("ev,...vt->...et", blocks[f"O_{i}_{h}"], inner)
-            out = out + torch.einsum("...ej,...ji->...ei", values, scores)
+                inner = _einsum("vd,...dt->...vt", blocks[f"W_{i}_{h}"], Zn)
+                values = _einsum("ev,...vt->...et", blocks[f"O_{i}_{h}"], inner)
+            out = out + _einsum("...ej,...ji->...ei", values, scores)
         Z = Z + out if arch.residual else out
         if arch.mlp_widths[i - 1] > 0:
             Yn = _normalise(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
-            hidden = activate(torch.einsum("md,...dt->...mt", blocks[f"P_{i}"], Yn), arch.activation)
-            out = torch.einsum("dm,...mt->...dt", blocks[f"U_{i}"], hidden)
+            hidden = activate(_einsum("md,...dt->...mt", blocks[f"P_{i}"], Yn), arch.activation)
+            out = _einsum("dm,...mt->...dt", blocks[f"U_{i}"], hidden)
             Z = Z + out if arch.residual else out
     return Z
 

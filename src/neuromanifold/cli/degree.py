@@ -1,0 +1,47 @@
+"""`neuromanifold degree`: the degree of the neurovariety of a polynomial network."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..core.checks import check_seed
+from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
+
+
+def degree_command(
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1."),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning (softmax has no degree: refused)."),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each)."),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W)."),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths)."),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
+    activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
+    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
+    timeout: float = typer.Option(600.0, help="Seconds for all the solves together (the slice and "
+                                  "fiber systems; the dimension and span checks come first); "
+                                  "past it the result is stopped, never guessed."),
+    repeats: int = typer.Option(2, help="Independent slices per prime (two primes near 2^30)."),
+    seed: int = typer.Option(0, help="Random seed for the gauge points, slices and inputs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Degree of the neurovariety of a polynomial network, exact over F_p (randomised).
+
+    Example: neuromanifold degree --widths 2,1 --keys 2 --tokens 3   (Figure 1's quartic: 4)
+    """
+    check_seed(seed)
+    arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
+                                    residual=residual, mlp=mlp, activation=activation, norm=norm)
+    from ..degree.network import degree  # noqa: PLC0415  (flint and torch only when computing)
+
+    result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
+                    progress=stderr_progress("degree"))
+    if as_json:
+        print_json({"architecture": arch.to_dict(), **result.to_dict()})
+    else:
+        print(result)
+    if result.degree is None:
+        raise typer.Exit(EXIT_AMBIGUOUS)

@@ -1,0 +1,44 @@
+"""`neuromanifold equations`: lowest-degree implicit equations of a small neurovariety."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..core.checks import check_seed
+from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json
+
+
+def equations_command(
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1."),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2."),
+    tokens: int = typer.Option(3, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning (softmax is not algebraic: refused)."),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each)."),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W)."),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths)."),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
+    activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
+    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
+    max_degree: int = typer.Option(4, help="Highest degree k tried."),
+    max_monomials: int = typer.Option(3000, help="Stop at a degree with more monomials than this."),
+    seed: int = typer.Option(0, help="Random seed for the interpolation and check points."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """Hilbert function and lowest-degree equations of a neurovariety, exact over Q.
+
+    Example: neuromanifold equations --widths 2,1 --keys 2 --tokens 3   (Figure 1's quartic)
+    """
+    check_seed(seed)
+    arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
+                                    residual=residual, mlp=mlp, activation=activation, norm=norm)
+    from ..degree.equations import implicit_equations  # noqa: PLC0415
+
+    result = implicit_equations(arch, max_degree=max_degree, seed=seed, max_monomials=max_monomials)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print(result)
+    if result.lowest_degree is not None and not result.verified:
+        raise typer.Exit(EXIT_AMBIGUOUS)
