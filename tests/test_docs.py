@@ -176,20 +176,148 @@ def test_cli_reference_lists_every_command():
 
 # ---------------------------------------------------------------- (d) the site
 
-def test_mkdocs_build_strict(tmp_path):
-    """`mkdocs build --strict` succeeds (every page in the nav, links resolve, API renders)."""
-    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site built once by `mkdocs build --strict` (skipped without the docs extra)."""
+    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
+                           "pymdownx.arithmatex", "mkdocs_jupyter")
                if _find_spec(m) is None]
     if missing:
         pytest.skip(f"the docs extra is not installed ({', '.join(missing)} not importable): "
                     "pip install -e '.[docs]'")
+    out = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-                           "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "site" / "api" / "index.html").is_file()
-    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    return out
+
+
+def test_mkdocs_build_strict(site):
+    """`mkdocs build --strict` succeeds (every page in the nav, links resolve, API renders)."""
+    assert (site / "api" / "index.html").is_file()
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="neuromanifold.dimension.api.neuromanifold_dim"' in api
+
+
+# Pages whose every formula must be typeset: no ASCII subscripts or powers left in their prose.
+TYPESET_PAGES = ("math/", "lightning_dimension.md", "hidden_directions.md")
+_EXCLUDED = re.compile(r"<(pre|code|script|style)\b.*?</\1>|"
+                       r"<(span|div) class=\"arithmatex\">.*?</\2>", re.S)
+_RAW_TEX = re.compile(r"\\[A-Za-z]+|[_^]\{|\$")
+_ASCII_MATHS = re.compile(r"\b[A-Za-z]+'?_[A-Za-z0-9({]|[A-Za-z0-9)\]}]\^[A-Za-z0-9({-]")
+_EATEN = re.compile(r"[\w'})\]]<(em|strong)>")
+
+
+def _article(html: str) -> str:
+    """The page's own content (material's <article>), without code, scripts and maths spans."""
+    start, end = html.find("<article"), html.rfind("</article>")
+    return _EXCLUDED.sub(" ", html[start:end] if start >= 0 else html)
+
+
+def _prose_problems(html: str, strict: bool) -> list[str]:
+    """Raw TeX, eaten underscores and (if strict) ASCII maths in a page's prose."""
+    content = _article(html)
+    problems = [f"emphasis glued to a word (an underscore eaten by Markdown): "
+                f"...{content[max(0, m.start() - 40):m.end() + 40]}..." for m in _EATEN.finditer(content)]
+    text = re.sub(r"<[^>]+>", " ", content).replace("&#39;", "'").replace("&amp;", "&")
+    patterns = [_RAW_TEX] + ([_ASCII_MATHS] if strict else [])
+    for pattern in patterns:
+        problems += [f"untypeset maths: ...{text[max(0, m.start() - 40):m.end() + 40]}..."
+                     for m in pattern.finditer(text)]
+    return problems
+
+
+def _pages(site: Path) -> dict[str, str]:
+    """Built page (its source name, e.g. math/deep.md) -> HTML, for every Markdown page."""
+    pages = {}
+    for source in sorted(DOCS.rglob("*.md")):
+        rel = source.relative_to(DOCS).with_suffix("")
+        if rel.parent.name == "katex":
+            continue
+        html = site / ("index.html" if rel.as_posix() == "index" else f"{rel.as_posix()}/index.html")
+        if html.is_file():
+            pages[source.relative_to(DOCS).as_posix()] = html.read_text(encoding="utf-8")
+    return pages
+
+
+def test_prose_checker_catches_untypeset_maths():
+    """The checker flags an eaten underscore, raw TeX and ASCII maths, and passes typeset maths."""
+    eaten = '<article><p>A\'<em>i = P</em>{i-1}^T A_i</p></article>'
+    assert any("eaten" in p for p in _prose_problems(eaten, strict=False))
+    assert any("untypeset" in p for p in _prose_problems("<article>r \\min(a, d)</article>", False))
+    assert _prose_problems("<article><p>widths d_0 &gt;= d_1</p></article>", strict=False) == []
+    assert _prose_problems("<article><p>widths d_0 &gt;= d_1</p></article>", strict=True)
+    good = ('<article><p>Let <span class="arithmatex">\\(P_{i-1}^\\top\\)</span> be '
+            '<em>generic</em>; <code>n_params</code></p></article>')
+    assert _prose_problems(good, strict=True) == []
+
+
+def test_maths_is_typeset_on_every_page(site):
+    """No page shows raw TeX or emphasis made of a formula's underscores; maths pages have no
+    ASCII maths left and contain typeset formulas."""
+    pages = _pages(site)
+    assert {"math/deep.md", "math/notation.md", "index.md"} <= set(pages)
+    problems = []
+    for name, html in pages.items():
+        strict = name.startswith(TYPESET_PAGES)
+        problems += [f"{name}: {p}" for p in _prose_problems(html, strict)]
+        if strict and 'class="arithmatex"' not in html:
+            problems.append(f"{name}: a maths page with no typeset formula")
+    assert not problems, "\n".join(problems[:400]) + f"\n({len(problems)} in all)"
+
+
+def test_site_renders_offline(site):
+    """The site loads KaTeX and every script or stylesheet from its own files: nothing from a CDN."""
+    for rel in ("assets/katex/katex.min.js", "assets/katex/katex.min.css",
+                "assets/katex/fonts/KaTeX_Main-Regular.woff2", "javascripts/katex.js"):
+        assert (site / rel).is_file(), rel
+    remote = re.compile(r"<(script|link|img)\b[^>]*\b(src|href)=\"(https?:)?//", re.I)
+    offenders = []
+    for html in sorted(site.rglob("*.html")):
+        text = html.read_text(encoding="utf-8")
+        offenders += [f"{html.relative_to(site)}: {m.group(0)}" for m in remote.finditer(text)]
+        if "katex.min.js" not in text and html.name == "index.html" and "404" not in html.parts:
+            offenders.append(f"{html.relative_to(site)}: KaTeX not loaded")
+    for css in sorted(site.rglob("*.css")):
+        offenders += [f"{css.relative_to(site)}: @import of a remote file"
+                      for _ in re.finditer(r"@import\s+url\((\"|')?https?:", css.read_text(encoding="utf-8"))]
+    assert not offenders, "\n".join(offenders[:20])
+
+
+def test_katex_parses_every_formula(site, tmp_path):
+    """Every formula of the site is valid KaTeX: the shipped katex.min.js renders each one with
+    throwOnError (needs node; skipped without it)."""
+    import json
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the formulas are not test-rendered")
+    span = re.compile(r"<(span|div) class=\"arithmatex\">(.*?)</\1>", re.S)
+    formulas = []
+    for name, html in _pages(site).items():
+        for match in span.finditer(html):
+            tex = match.group(2).strip()
+            display = tex.startswith("\\[")
+            tex = tex[2:-2]
+            for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&")):
+                tex = tex.replace(entity, char)
+            formulas.append({"page": name, "tex": tex, "display": display})
+    assert len(formulas) > 100
+    (tmp_path / "formulas.json").write_text(json.dumps(formulas))
+    script = (
+        "const katex = require(process.argv[1]); const fs = require('fs');\n"
+        "const bad = [];\n"
+        "for (const f of JSON.parse(fs.readFileSync(process.argv[2], 'utf8'))) {\n"
+        "  try { katex.renderToString(f.tex, {displayMode: f.display, throwOnError: true}); }\n"
+        "  catch (e) { bad.push(f.page + ': ' + f.tex + ' -> ' + e.message); }\n"
+        "}\n"
+        "console.log(bad.join('\\n')); process.exit(bad.length ? 1 : 0);\n")
+    (tmp_path / "check.js").write_text(script)
+    proc = subprocess.run([node, str(tmp_path / "check.js"), str(DOCS / "assets" / "katex" / "katex.min.js"),
+                           str(tmp_path / "formulas.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _find_spec(name: str):
