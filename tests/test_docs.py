@@ -95,21 +95,63 @@ def _blocks(path: Path) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _cli_lines(body: str) -> list[str]:
-    """Command lines of a console/bash block that call `neuromanifold` directly."""
-    lines = []
-    # A shell line continued with a trailing backslash is one command.
+_COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?neuromanifold ")
+# What varies between runs of the same command: timings and measured memory.
+_VARYING = re.compile(r"\d+(?:\.\d+)?\s?(?:ms|s|min|KiB|MiB|GiB)\b")
+_ROUNDOFF = re.compile(r"\d(?:\.\d+)?e-(?:1\d|[2-9]\d)\b")
+_DIGITS = re.compile(r"(\d\.\d{6})\d+")
+
+
+def _console_steps(body: str, lang: str) -> list[tuple[str, list[str] | None]]:
+    """(command, the output the page shows) for each `neuromanifold` command of a block.
+
+    In a ```console block a command starts with `$ ` and its output is every line up to the next
+    `$ ` line; a ```bash block shows commands only (output None). A shell line continued with a
+    trailing backslash is one command; a trailing ` # comment` is dropped.
+    """
+    steps: list[tuple[str, list[str] | None]] = []
+    output: list[str] | None = None
     for line in body.replace("\\\n", " ").splitlines():
-        line = line.strip()
-        if line.startswith("$ "):
-            line = line[2:]
-        if line.startswith("neuromanifold "):
-            lines.append(line.split(" #", 1)[0].strip())
-    return lines
+        stripped = line.strip()
+        if lang == "console" and not stripped.startswith("$ "):
+            if output is not None:
+                output.append(line.rstrip())
+            continue
+        output = None
+        if _COMMAND.match(stripped):
+            command = _COMMAND.sub("neuromanifold ", stripped).split(" #", 1)[0].strip()
+            output = [] if lang == "console" else None
+            steps.append((command, output))
+    return steps
+
+
+def _cli_lines(body: str, lang: str = "bash") -> list[str]:
+    """Command lines of a console/bash block that call `neuromanifold` directly."""
+    return [command for command, _ in _console_steps(body, lang)]
+
+
+def _same_output(shown: list[str], printed: str) -> bool:
+    """Whether the page's output equals the printed one, timings and memory aside; a line `...`
+    on the page stands for any number of printed lines."""
+    def norm(lines):
+        out, timing = [], False
+        for line in lines:
+            line = _VARYING.sub("<varies>", line.rstrip())
+            # round-off: residuals below 1e-10, and digits past the sixth decimal
+            line = _ROUNDOFF.sub("<round-off>", _DIGITS.sub(r"\1", line))
+            # the `seconds` row of a table, or the "seconds": {...} object of --json
+            timing = timing or line.startswith("seconds ") or '"seconds": {' in line
+            out.append(re.sub(r"\d+\.\d+(e-?\d+)?", "<varies>", line) if timing else line)
+            timing = timing and not line.startswith("seconds ") and not line.strip().startswith("}")
+        return out
+
+    pattern = "\n".join(re.escape(line) if line != "..." else "(?:.*\n)*?.*"
+                         for line in norm(shown)).replace("(?:.*\n)*?.*\n", "(?:.*\n)*?")
+    return re.fullmatch(pattern, "\n".join(norm(printed.rstrip("\n").split("\n")))) is not None
 
 
 def _runnable(path: Path) -> bool:
-    return any(lang == "python" or (lang in ("console", "bash", "shell", "sh") and _cli_lines(body))
+    return any(lang == "python" or (lang in ("console", "bash", "shell", "sh") and _cli_lines(body, lang))
                for lang, body, _ in _blocks(path))
 
 
@@ -138,13 +180,54 @@ def test_examples_run(path, tmp_path, monkeypatch):
             exec(code, namespace)  # noqa: S102 - the documentation's own examples
             ran += 1
         elif lang in ("console", "bash", "shell", "sh"):
-            for line in _cli_lines(body):
+            for line, shown in _console_steps(body, lang):
                 args = shlex.split(line)[1:]
                 proc = subprocess.run([sys.executable, "-m", "neuromanifold", *args], cwd=tmp_path,
                                       env=env, capture_output=True, text=True, timeout=300)
                 assert proc.returncode == 0, f"{path.name}: `{line}` exited {proc.returncode}:\n{proc.stderr}"
+                if shown is not None:
+                    assert _same_output(shown, proc.stdout), (
+                        f"{path.name}: `{line}` printed something else than the page shows:\n"
+                        f"{proc.stdout}\n--- the page shows ---\n" + "\n".join(shown))
                 ran += 1
     assert ran > 0
+
+
+def test_output_comparison():
+    """Console output matches line for line, timings aside, with `...` standing for any lines."""
+    assert _same_output(["a 1", "b (0.78 s)"], "a 1\nb (2.04 s)\n")
+    assert _same_output(["seconds  rank 0.05, total 0.11", "x 1.5"], "seconds  rank 0.07, total 0.2\nx 1.5")
+    assert not _same_output(["seconds  rank 0.05", "x 1.5"], "seconds  rank 0.07\nx 1.6")
+    assert _same_output(['{"seconds": {', '  "total": 2.0', "},", '"gap": 8.5}'],
+                        '{"seconds": {\n  "total": 3.1\n},\n"gap": 8.5}')
+    assert not _same_output(["a 1", "b"], "a 2\nb\n")
+    assert _same_output(["residual 3.7e-15, x 1.32772252095"], "residual 2.1e-16, x 1.32772251\n")
+    assert not _same_output(["residual 3.7e-05"], "residual 2.1e-05\n")
+    assert _same_output(["a", "...", "z"], "a\nb\nc\nz\n") and _same_output(["a", "...", "z"], "a\nz")
+    assert not _same_output(["a", "...", "z"], "a\nb\ny\n")
+    steps = _console_steps("$ .venv/bin/neuromanifold dim --widths 3,4 \\\n  --keys 2\nout 1\n\nout 2\n"
+                           "$ ls\nx\n", "console")
+    assert [(shlex.split(c), shown) for c, shown in steps] == [
+        (["neuromanifold", "dim", "--widths", "3,4", "--keys", "2"], ["out 1", "", "out 2"])]
+
+
+def test_every_console_example_shows_its_output_and_runs_after_setup():
+    """Each `neuromanifold` command in a ```console block of the site or the README is followed
+    by its output (which test_examples_run compares), and is spelt `.venv/bin/neuromanifold`:
+    the command scripts/setup installs (a bare `neuromanifold` is not on the PATH)."""
+    problems = []
+    for path in _example_files():
+        for lang, body, slow in _blocks(path):
+            if lang not in ("console", "bash", "shell", "sh"):
+                continue
+            for line in body.splitlines():
+                if re.match(r"^(\$ )?neuromanifold ", line.strip()):
+                    problems.append(f"{path.relative_to(ROOT)}: bare command `{line.strip()}`")
+            if lang == "console":
+                problems += [f"{path.relative_to(ROOT)}: `{command}` shows no output"
+                             for command, shown in _console_steps(body, lang)
+                             if not any(line.strip() for line in shown or [])]
+    assert not problems, "\n".join(problems)
 
 
 # ---------------------------------------------------------------- (c) CLI reference
