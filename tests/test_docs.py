@@ -230,6 +230,45 @@ def test_every_console_example_shows_its_output_and_runs_after_setup():
     assert not problems, "\n".join(problems)
 
 
+def _quick_start() -> list[str]:
+    """The README's two quick-start commands (the first line of its first two ```bash blocks)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [body.strip().splitlines()[0] for lang, body in _FENCE.findall(section) if lang == "bash"][:2]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """.ci/run runs the README's second quick-start command, character for character."""
+    run, test = _quick_start()
+    assert run.startswith("scripts/setup && .venv/bin/neuromanifold ")
+    assert test == "scripts/setup && .venv/bin/python -m pytest -q"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test in ci
+
+
+def test_readme_quick_start_runs_twice_in_a_row(tmp_path):
+    """The README's first command succeeds twice in the same folder (a newcomer reruns it): the
+    second run replaces its own two files because the command says so, and leaves others alone."""
+    run, _ = _quick_start()
+    args = shlex.split(run.split("&&", 1)[1])[1:]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    (tmp_path / "figure3").mkdir()
+    (tmp_path / "figure3" / "notes.txt").write_text("mine")
+    for attempt in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "neuromanifold", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"run {attempt} exited {proc.returncode}: {proc.stderr}"
+        assert "delta =  10" in proc.stderr + proc.stdout
+    assert sorted(p.name for p in (tmp_path / "figure3").iterdir()) == [
+        "figure3_softmax.csv", "figure3_softmax.png", "notes.txt"]
+    assert (tmp_path / "figure3" / "notes.txt").read_text() == "mine"
+    # Without the flag the same command refuses to overwrite (exit 2), as every command does.
+    bare = [a for a in args if a != "--force"]
+    proc = subprocess.run([sys.executable, "-m", "neuromanifold", *bare], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+
+
 # ---------------------------------------------------------------- (c) CLI reference
 
 def _load_generator():
