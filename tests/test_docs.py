@@ -430,9 +430,9 @@ def test_katex_parses_every_formula(site, tmp_path):
     assert len(formulas) > 100
     (tmp_path / "formulas.json").write_text(json.dumps(formulas))
     script = (
-        "const katex = require(process.argv[1]); const fs = require('fs');\n"
+        "const katex = require(process.argv[2]); const fs = require('fs');\n"
         "const bad = [];\n"
-        "for (const f of JSON.parse(fs.readFileSync(process.argv[2], 'utf8'))) {\n"
+        "for (const f of JSON.parse(fs.readFileSync(process.argv[3], 'utf8'))) {\n"
         "  try { katex.renderToString(f.tex, {displayMode: f.display, throwOnError: true}); }\n"
         "  catch (e) { bad.push(f.page + ': ' + f.tex + ' -> ' + e.message); }\n"
         "}\n"
