@@ -70,9 +70,9 @@ def render() -> str:
         if command.epilog:  # "Example: neuromanifold ..." (cli.app.EXAMPLES)
             example = command.epilog.strip().removeprefix("Example:").strip()
             if name in RUN_BY_TESTS:
-                parts.append(f"Example:\n\n```console\n$ {example}\n```\n")
+                parts.append(f"Example:\n\n```bash\n.venv/bin/{example}\n```\n")
             else:
-                parts.append(f"Example ({NOT_RUN[name]}):\n\n{SLOW_MARK}\n```console\n$ {example}\n```\n")
+                parts.append(f"Example ({NOT_RUN[name]}):\n\n{SLOW_MARK}\n```bash\n.venv/bin/{example}\n```\n")
         rows = []
         for param in command.get_params(ctx):
             record = param.get_help_record(ctx)

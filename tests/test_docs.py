@@ -95,21 +95,63 @@ def _blocks(path: Path) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _cli_lines(body: str) -> list[str]:
-    """Command lines of a console/bash block that call `neuromanifold` directly."""
-    lines = []
-    # A shell line continued with a trailing backslash is one command.
+_COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?neuromanifold ")
+# What varies between runs of the same command: timings and measured memory.
+_VARYING = re.compile(r"\d+(?:\.\d+)?\s?(?:ms|s|min|KiB|MiB|GiB)\b")
+_ROUNDOFF = re.compile(r"\d(?:\.\d+)?e-(?:1\d|[2-9]\d)\b")
+_DIGITS = re.compile(r"(\d\.\d{6})\d+")
+
+
+def _console_steps(body: str, lang: str) -> list[tuple[str, list[str] | None]]:
+    """(command, the output the page shows) for each `neuromanifold` command of a block.
+
+    In a ```console block a command starts with `$ ` and its output is every line up to the next
+    `$ ` line; a ```bash block shows commands only (output None). A shell line continued with a
+    trailing backslash is one command; a trailing ` # comment` is dropped.
+    """
+    steps: list[tuple[str, list[str] | None]] = []
+    output: list[str] | None = None
     for line in body.replace("\\\n", " ").splitlines():
-        line = line.strip()
-        if line.startswith("$ "):
-            line = line[2:]
-        if line.startswith("neuromanifold "):
-            lines.append(line.split(" #", 1)[0].strip())
-    return lines
+        stripped = line.strip()
+        if lang == "console" and not stripped.startswith("$ "):
+            if output is not None:
+                output.append(line.rstrip())
+            continue
+        output = None
+        if _COMMAND.match(stripped):
+            command = _COMMAND.sub("neuromanifold ", stripped).split(" #", 1)[0].strip()
+            output = [] if lang == "console" else None
+            steps.append((command, output))
+    return steps
+
+
+def _cli_lines(body: str, lang: str = "bash") -> list[str]:
+    """Command lines of a console/bash block that call `neuromanifold` directly."""
+    return [command for command, _ in _console_steps(body, lang)]
+
+
+def _same_output(shown: list[str], printed: str) -> bool:
+    """Whether the page's output equals the printed one, timings and memory aside; a line `...`
+    on the page stands for any number of printed lines."""
+    def norm(lines):
+        out, timing = [], False
+        for line in lines:
+            line = _VARYING.sub("<varies>", line.rstrip())
+            # round-off: residuals below 1e-10, and digits past the sixth decimal
+            line = _ROUNDOFF.sub("<round-off>", _DIGITS.sub(r"\1", line))
+            # the `seconds` row of a table, or the "seconds": {...} object of --json
+            timing = timing or line.startswith("seconds ") or '"seconds": {' in line
+            out.append(re.sub(r"\d+\.\d+(e-?\d+)?", "<varies>", line) if timing else line)
+            timing = timing and not line.startswith("seconds ") and not line.strip().startswith("}")
+        return out
+
+    pattern = "\n".join(re.escape(line) if line != "..." else "(?:.*\n)*?.*"
+                         for line in norm(shown)).replace("(?:.*\n)*?.*\n", "(?:.*\n)*?")
+    return re.fullmatch(pattern, "\n".join(norm(printed.rstrip("\n").split("\n")))) is not None
 
 
 def _runnable(path: Path) -> bool:
-    return any(lang == "python" or (lang in ("console", "bash", "shell", "sh") and _cli_lines(body))
+    return any(lang == "python" or (lang in ("console", "bash", "shell", "sh") and _cli_lines(body, lang))
                for lang, body, _ in _blocks(path))
 
 
@@ -138,13 +180,93 @@ def test_examples_run(path, tmp_path, monkeypatch):
             exec(code, namespace)  # noqa: S102 - the documentation's own examples
             ran += 1
         elif lang in ("console", "bash", "shell", "sh"):
-            for line in _cli_lines(body):
+            for line, shown in _console_steps(body, lang):
                 args = shlex.split(line)[1:]
                 proc = subprocess.run([sys.executable, "-m", "neuromanifold", *args], cwd=tmp_path,
                                       env=env, capture_output=True, text=True, timeout=300)
                 assert proc.returncode == 0, f"{path.name}: `{line}` exited {proc.returncode}:\n{proc.stderr}"
+                if shown is not None:
+                    assert _same_output(shown, proc.stdout), (
+                        f"{path.name}: `{line}` printed something else than the page shows:\n"
+                        f"{proc.stdout}\n--- the page shows ---\n" + "\n".join(shown))
                 ran += 1
     assert ran > 0
+
+
+def test_output_comparison():
+    """Console output matches line for line, timings aside, with `...` standing for any lines."""
+    assert _same_output(["a 1", "b (0.78 s)"], "a 1\nb (2.04 s)\n")
+    assert _same_output(["seconds  rank 0.05, total 0.11", "x 1.5"], "seconds  rank 0.07, total 0.2\nx 1.5")
+    assert not _same_output(["seconds  rank 0.05", "x 1.5"], "seconds  rank 0.07\nx 1.6")
+    assert _same_output(['{"seconds": {', '  "total": 2.0', "},", '"gap": 8.5}'],
+                        '{"seconds": {\n  "total": 3.1\n},\n"gap": 8.5}')
+    assert not _same_output(["a 1", "b"], "a 2\nb\n")
+    assert _same_output(["residual 3.7e-15, x 1.32772252095"], "residual 2.1e-16, x 1.32772251\n")
+    assert not _same_output(["residual 3.7e-05"], "residual 2.1e-05\n")
+    assert _same_output(["a", "...", "z"], "a\nb\nc\nz\n") and _same_output(["a", "...", "z"], "a\nz")
+    assert not _same_output(["a", "...", "z"], "a\nb\ny\n")
+    steps = _console_steps("$ .venv/bin/neuromanifold dim --widths 3,4 \\\n  --keys 2\nout 1\n\nout 2\n"
+                           "$ ls\nx\n", "console")
+    assert [(shlex.split(c), shown) for c, shown in steps] == [
+        (["neuromanifold", "dim", "--widths", "3,4", "--keys", "2"], ["out 1", "", "out 2"])]
+
+
+def test_every_console_example_shows_its_output_and_runs_after_setup():
+    """Each `neuromanifold` command in a ```console block of the site or the README is followed
+    by its output (which test_examples_run compares), and is spelt `.venv/bin/neuromanifold`:
+    the command scripts/setup installs (a bare `neuromanifold` is not on the PATH)."""
+    problems = []
+    for path in _example_files():
+        for lang, body, slow in _blocks(path):
+            if lang not in ("console", "bash", "shell", "sh"):
+                continue
+            for line in body.splitlines():
+                if re.match(r"^(\$ )?neuromanifold ", line.strip()):
+                    problems.append(f"{path.relative_to(ROOT)}: bare command `{line.strip()}`")
+            if lang == "console":
+                problems += [f"{path.relative_to(ROOT)}: `{command}` shows no output"
+                             for command, shown in _console_steps(body, lang)
+                             if not any(line.strip() for line in shown or [])]
+    assert not problems, "\n".join(problems)
+
+
+def _quick_start() -> list[str]:
+    """The README's two quick-start commands (the first line of its first two ```bash blocks)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [body.strip().splitlines()[0] for lang, body in _FENCE.findall(section) if lang == "bash"][:2]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """.ci/run runs the README's second quick-start command, character for character."""
+    run, test = _quick_start()
+    assert run.startswith("scripts/setup && .venv/bin/neuromanifold ")
+    assert test == "scripts/setup && .venv/bin/python -m pytest -q"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test in ci
+
+
+def test_readme_quick_start_runs_twice_in_a_row(tmp_path):
+    """The README's first command succeeds twice in the same folder (a newcomer reruns it): the
+    second run replaces its own two files because the command says so, and leaves others alone."""
+    run, _ = _quick_start()
+    args = shlex.split(run.split("&&", 1)[1])[1:]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    (tmp_path / "figure3").mkdir()
+    (tmp_path / "figure3" / "notes.txt").write_text("mine")
+    for attempt in (1, 2):
+        proc = subprocess.run([sys.executable, "-m", "neuromanifold", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"run {attempt} exited {proc.returncode}: {proc.stderr}"
+        assert "delta =  10" in proc.stderr + proc.stdout
+    assert sorted(p.name for p in (tmp_path / "figure3").iterdir()) == [
+        "figure3_softmax.csv", "figure3_softmax.png", "notes.txt"]
+    assert (tmp_path / "figure3" / "notes.txt").read_text() == "mine"
+    # Without the flag the same command refuses to overwrite (exit 2), as every command does.
+    bare = [a for a in args if a != "--force"]
+    proc = subprocess.run([sys.executable, "-m", "neuromanifold", *bare], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "--force" in proc.stderr
 
 
 # ---------------------------------------------------------------- (c) CLI reference
@@ -176,20 +298,149 @@ def test_cli_reference_lists_every_command():
 
 # ---------------------------------------------------------------- (d) the site
 
-def test_mkdocs_build_strict(tmp_path):
-    """`mkdocs build --strict` succeeds (every page in the nav, links resolve, API renders)."""
-    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site built once by `mkdocs build --strict` (skipped without the docs extra)."""
+    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
+                           "pymdownx.arithmatex", "mkdocs_jupyter")
                if _find_spec(m) is None]
     if missing:
         pytest.skip(f"the docs extra is not installed ({', '.join(missing)} not importable): "
                     "pip install -e '.[docs]'")
+    out = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-                           "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "site" / "api" / "index.html").is_file()
-    api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
+    return out
+
+
+def test_mkdocs_build_strict(site):
+    """`mkdocs build --strict` succeeds (every page in the nav, links resolve, API renders)."""
+    assert (site / "api" / "index.html").is_file()
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="neuromanifold.dimension.api.neuromanifold_dim"' in api
+
+
+# Pages whose every formula must be typeset: no ASCII subscripts or powers left in their prose.
+# (lightning_dimension.md and hidden_directions.md are partly typeset: not in this list yet.)
+TYPESET_PAGES = ("math/",)
+_EXCLUDED = re.compile(r"<(pre|code|script|style)\b.*?</\1>|"
+                       r"<(span|div) class=\"arithmatex\">.*?</\2>", re.S)
+_RAW_TEX = re.compile(r"\\[A-Za-z]+|[_^]\{|\$")
+_ASCII_MATHS = re.compile(r"\b[A-Za-z]+'?_[A-Za-z0-9({]|[A-Za-z0-9)\]}]\^[A-Za-z0-9({-]")
+_EATEN = re.compile(r"[\w'})\]]<(em|strong)>")
+
+
+def _article(html: str) -> str:
+    """The page's own content (material's <article>), without code, scripts and maths spans."""
+    start, end = html.find("<article"), html.rfind("</article>")
+    return _EXCLUDED.sub(" ", html[start:end] if start >= 0 else html)
+
+
+def _prose_problems(html: str, strict: bool) -> list[str]:
+    """Raw TeX, eaten underscores and (if strict) ASCII maths in a page's prose."""
+    content = _article(html)
+    problems = [f"emphasis glued to a word (an underscore eaten by Markdown): "
+                f"...{content[max(0, m.start() - 40):m.end() + 40]}..." for m in _EATEN.finditer(content)]
+    text = re.sub(r"<[^>]+>", " ", content).replace("&#39;", "'").replace("&amp;", "&")
+    patterns = [_RAW_TEX] + ([_ASCII_MATHS] if strict else [])
+    for pattern in patterns:
+        problems += [f"untypeset maths: ...{text[max(0, m.start() - 40):m.end() + 40]}..."
+                     for m in pattern.finditer(text)]
+    return problems
+
+
+def _pages(site: Path) -> dict[str, str]:
+    """Built page (its source name, e.g. math/deep.md) -> HTML, for every Markdown page."""
+    pages = {}
+    for source in sorted(DOCS.rglob("*.md")):
+        rel = source.relative_to(DOCS).with_suffix("")
+        if rel.parent.name == "katex":
+            continue
+        html = site / ("index.html" if rel.as_posix() == "index" else f"{rel.as_posix()}/index.html")
+        if html.is_file():
+            pages[source.relative_to(DOCS).as_posix()] = html.read_text(encoding="utf-8")
+    return pages
+
+
+def test_prose_checker_catches_untypeset_maths():
+    """The checker flags an eaten underscore, raw TeX and ASCII maths, and passes typeset maths."""
+    eaten = '<article><p>A\'<em>i = P</em>{i-1}^T A_i</p></article>'
+    assert any("eaten" in p for p in _prose_problems(eaten, strict=False))
+    assert any("untypeset" in p for p in _prose_problems("<article>r \\min(a, d)</article>", False))
+    assert _prose_problems("<article><p>widths d_0 &gt;= d_1</p></article>", strict=False) == []
+    assert _prose_problems("<article><p>widths d_0 &gt;= d_1</p></article>", strict=True)
+    good = ('<article><p>Let <span class="arithmatex">\\(P_{i-1}^\\top\\)</span> be '
+            '<em>generic</em>; <code>n_params</code></p></article>')
+    assert _prose_problems(good, strict=True) == []
+
+
+def test_maths_is_typeset_on_every_page(site):
+    """No page shows raw TeX or emphasis made of a formula's underscores; maths pages have no
+    ASCII maths left and contain typeset formulas."""
+    pages = _pages(site)
+    assert {"math/deep.md", "math/notation.md", "index.md"} <= set(pages)
+    problems = []
+    for name, html in pages.items():
+        strict = name.startswith(TYPESET_PAGES)
+        problems += [f"{name}: {p}" for p in _prose_problems(html, strict)]
+        if strict and 'class="arithmatex"' not in html:
+            problems.append(f"{name}: a maths page with no typeset formula")
+    assert not problems, "\n".join(problems[:400]) + f"\n({len(problems)} in all)"
+
+
+def test_site_renders_offline(site):
+    """The site loads KaTeX and every script or stylesheet from its own files: nothing from a CDN."""
+    for rel in ("assets/katex/katex.min.js", "assets/katex/katex.min.css",
+                "assets/katex/fonts/KaTeX_Main-Regular.woff2", "javascripts/katex.js"):
+        assert (site / rel).is_file(), rel
+    remote = re.compile(r"<(script|link|img)\b[^>]*\b(src|href)=\"(https?:)?//", re.I)
+    offenders = []
+    for html in sorted(site.rglob("*.html")):
+        text = html.read_text(encoding="utf-8")
+        offenders += [f"{html.relative_to(site)}: {m.group(0)}" for m in remote.finditer(text)]
+        if "katex.min.js" not in text and html.name == "index.html" and "404" not in html.parts:
+            offenders.append(f"{html.relative_to(site)}: KaTeX not loaded")
+    for css in sorted(site.rglob("*.css")):
+        offenders += [f"{css.relative_to(site)}: @import of a remote file"
+                      for _ in re.finditer(r"@import\s+url\((\"|')?https?:", css.read_text(encoding="utf-8"))]
+    assert not offenders, "\n".join(offenders[:20])
+
+
+def test_katex_parses_every_formula(site, tmp_path):
+    """Every formula of the site is valid KaTeX: the shipped katex.min.js renders each one with
+    throwOnError (needs node; skipped without it)."""
+    import json
+    import shutil
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the formulas are not test-rendered")
+    span = re.compile(r"<(span|div) class=\"arithmatex\">(.*?)</\1>", re.S)
+    formulas = []
+    for name, html in _pages(site).items():
+        for match in span.finditer(html):
+            tex = match.group(2).strip()
+            display = tex.startswith("\\[")
+            tex = tex[2:-2]
+            for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&#39;", "'"), ("&amp;", "&")):
+                tex = tex.replace(entity, char)
+            formulas.append({"page": name, "tex": tex, "display": display})
+    assert len(formulas) > 100
+    (tmp_path / "formulas.json").write_text(json.dumps(formulas))
+    script = (
+        "const katex = require(process.argv[2]); const fs = require('fs');\n"
+        "const bad = [];\n"
+        "for (const f of JSON.parse(fs.readFileSync(process.argv[3], 'utf8'))) {\n"
+        "  try { katex.renderToString(f.tex, {displayMode: f.display, throwOnError: true}); }\n"
+        "  catch (e) { bad.push(f.page + ': ' + f.tex + ' -> ' + e.message); }\n"
+        "}\n"
+        "console.log(bad.join('\\n')); process.exit(bad.length ? 1 : 0);\n")
+    (tmp_path / "check.js").write_text(script)
+    proc = subprocess.run([node, str(tmp_path / "check.js"), str(DOCS / "assets" / "katex" / "katex.min.js"),
+                           str(tmp_path / "formulas.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _find_spec(name: str):

@@ -54,3 +54,19 @@ def test_wheel_runs_dim_in_a_fresh_venv(dist, tmp_path):
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert (result["status"], result["dimension"], result["n_params"]) == ("certified", 19, 24)
+
+
+def test_license_is_a_pep_639_expression_with_its_file(dist):
+    """The wheel declares `License-Expression: MIT` (PEP 639, not the deprecated table) and ships
+    the LICENSE file, whose holder is CITATION.cff's author."""
+    wheel = zipfile.ZipFile(next(dist.glob("*.whl")))
+    info = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    metadata = wheel.read(info).decode()
+    assert "License-Expression: MIT" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    assert not any(line.startswith("License: ") for line in metadata.splitlines())
+    shipped = [n for n in wheel.namelist() if n.endswith("licenses/LICENSE")]
+    assert len(shipped) == 1
+    text = wheel.read(shipped[0]).decode()
+    assert text.startswith("MIT License") and "The neuromanifold contributors" in text
+    assert "name: The neuromanifold contributors" in (ROOT / "CITATION.cff").read_text(encoding="utf-8")
