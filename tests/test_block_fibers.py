@@ -83,6 +83,31 @@ def test_different_functions_are_told_apart():
     assert not r.same_function and r.witness is None
 
 
+def test_exact_identity_agrees_with_float64():
+    """The exact identity test (rational outputs at integer inputs) and the float64 one agree:
+    moved weights (fractions) are the same function, a changed MLP block is not."""
+    W1, W2 = _pair()
+    W3 = dict(W1, P_1=W1["P_1"] + 1.0)
+    for other, same in ((W2, True), (W3, False)):
+        exact = same_block_function(ARCH, W1, other, method="exact")
+        numerical = same_block_function(ARCH, W1, other, method="numerical")
+        assert exact.method == "exact" and numerical.method == "numerical"
+        assert exact.same_function == numerical.same_function == same
+        assert (exact.failure_probability > 0) == same
+    # the map has degree 3 * 3 * 2 * 2 = 36 in X: the bound is (36 / (2^21 + 1))^8
+    assert exact.failure_probability == 0.0
+    assert ARCH.polynomial_degrees()[1] == 36
+
+
+def test_exact_method_is_refused_for_softmax_blocks():
+    """Softmax block networks are not polynomial: method='exact' is refused in one line."""
+    soft = Architecture((3, 3, 3), (3, 3), 3, attention="softmax", heads=(2, 2), values=(3, 3),
+                        residual=True, mlp=(2, 2))
+    W1, _ = _pair()
+    with pytest.raises(InputError, match="`method` must be 'numerical' or 'auto'"):
+        same_block_function(soft, W1, W1, method="exact")
+
+
 def test_block_files_round_trip_and_cli(tmp_path, capsys):
     rng = np.random.default_rng(3)
     W1 = _generic_integers(rng)
@@ -96,6 +121,7 @@ def test_block_files_round_trip_and_cli(tmp_path, capsys):
                  "square", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["same_function"] and data["kind"] == "generic"
+    assert data["method"] == "exact"  # auto: integer weights of a polynomial network
     assert [m["move"] for m in data["witness"]] == ["per-head GL(a)"]
 
 

@@ -411,8 +411,20 @@ def test_count_full_rotary_silu_config_still_counts(tmp_path):
     assert counts[0] == counts[1] > 0
 
 
-def test_fiber_block_files_refuse_the_exact_method(tmp_path):
-    """Block networks are compared in float64: --method exact is refused, not ignored."""
+def test_fiber_block_files_honour_the_exact_method(tmp_path):
+    """--method exact on block files compares the outputs in exact rational arithmetic: a
+    between-layer GL move is not a symmetry of the residual network (different, certain), a file
+    against itself is the same function (with a Schwartz-Zippel bound), and a softmax block
+    network, which is not polynomial, is refused."""
     files = _weight_files(tmp_path)
+    code, out, err = run_cli(["fiber", "--weights", files["B"], "--other", files["B_gl"],
+                              "--residual", "--method", "exact", "--json"])
+    result = json.loads(out)
+    assert code == 0 and result["method"] == "exact" and result["same_function"] is False, err
+    code, out, err = run_cli(["fiber", "--weights", files["B"], "--other", files["B"],
+                              "--residual", "--method", "exact", "--json"])
+    result = json.loads(out)
+    assert code == 0 and result["method"] == "exact" and result["same_function"] is True, err
+    assert 0 < result["failure_probability"] < 1e-40
     _refused(*run_cli(["fiber", "--weights", files["B"], "--other", files["B_gl"], "--residual",
-                       "--method", "exact"]), "method")
+                       "--attention", "softmax", "--method", "exact"]), "method")

@@ -16,7 +16,7 @@ def fiber(
     other: Path = typer.Option(..., help="Second .npz of the same architecture."),
     tokens: int = typer.Option(3, help="Number of tokens t."),
     attention: str = typer.Option("lightning", help="lightning or softmax."),
-    method: str = typer.Option("auto", help="auto (exact for integer lightning weights), exact or numerical."),
+    method: str = typer.Option("auto", help="auto (exact for integer weights of a polynomial network: lightning, square or no MLP, no norm), exact or numerical."),
     tolerance: float = typer.Option(1e-8, help="Relative tolerance of the numerical test."),
     seed: int = typer.Option(0, help="Random seed for the test inputs."),
     residual: Optional[bool] = RESIDUAL_OPTION,
@@ -40,11 +40,8 @@ def fiber(
         raise bad_value("other", f"weights of the same architecture as --weights ({first.arch})",
                         str(second.arch), "Pass two files with the same shapes.")
     if first.format == "block":
-        if method.lower() == "exact":
-            raise bad_value("method", "'auto' or 'numerical' for block networks", method,
-                            "Drop --method: block networks are compared in float64.")
-        result = same_block_function(first.arch, first.point, second.point, tolerance=tolerance,
-                                     seed=seed)
+        result = same_block_function(first.arch, first.point, second.point, method=method.lower(),
+                                     tolerance=tolerance, seed=seed)
     else:
         result = same_function(first.arch, first.point, second.point, method=method.lower(),
                                tolerance=tolerance, seed=seed)

@@ -156,6 +156,28 @@ class Architecture:
         return (self.attention == "lightning" and self.norm == "none"
                 and (self.mlp is None or self.activation == "square"))
 
+    def polynomial_degrees(self) -> tuple[int, int]:
+        """(deg_W, deg_X): total degrees of an output entry of a polynomial network in its weights
+        and in its inputs.
+
+        Math: a lightning layer maps degrees (w, x) to (3w + 2 + v, 3x), v = 1 for an unfactored
+        value matrix and 2 for O W; a square MLP maps them to (2w + 3, 2x); a residual path keeps
+        the larger of the two. The paper's model: (sum_i 3^(i-1) 3, 3^l) = ((3^(l+1) - 3)/2, 3^l).
+        Defined for polynomial networks only (`is_polynomial`).
+        """
+        if not self.is_polynomial:
+            raise bad_value("architecture", "polynomial (lightning, square or no MLP, no norm) for "
+                            "its degrees", str(self), "Use lightning attention without norms.")
+        deg_w, deg_x = 0, 1
+        for i in range(self.n_layers):
+            value_degree = 1 if self.values is None else 2
+            att = (3 * deg_w + 2 + value_degree, 3 * deg_x)
+            deg_w, deg_x = ((max(deg_w, att[0]), max(deg_x, att[1])) if self.residual else att)
+            if self.mlp_widths[i] > 0:
+                mlp = (2 * deg_w + 3, 2 * deg_x)
+                deg_w, deg_x = ((max(deg_w, mlp[0]), max(deg_x, mlp[1])) if self.residual else mlp)
+        return deg_w, deg_x
+
     def layer_shapes(self) -> list[dict[str, tuple[int, int]]]:
         """Shapes of (Q_i, K_i, V_i) for each layer i = 1..l."""
         return [{"Q": (a, d_in), "K": (a, d_in), "V": (d_out, d_in)}

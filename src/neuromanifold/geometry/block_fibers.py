@@ -29,10 +29,12 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.blocks import block_forward, block_layout
-from ..core.checks import bad_value, check_architecture, check_int, check_positive_float
+from ..core.checks import (bad_value, check_architecture, check_choice, check_int,
+                           check_positive_float)
 from ..core.finite import largest_entry, require_finite
+from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
-from .fibers import FiberResult
+from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
 
@@ -281,31 +283,59 @@ def exact_witness(arch: Architecture, W1: dict, W2: dict, witness: list) -> list
 
 
 def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
-                        other: dict[str, np.ndarray], *, n_points: int = 8,
+                        other: dict[str, np.ndarray], *, method: str = "auto", n_points: int = 8,
                         tolerance: float = 1e-8, seed: int = 0) -> FiberResult:
-    """Decide (float64) whether two block networks define the same function; if so, find a
-    witness of named moves and apply it back exactly in rational arithmetic (float entries are
-    exact binary fractions; object arrays of `fractions.Fraction` are taken as they are)."""
+    """Decide whether two block networks define the same function; if so, find a witness of
+    named moves and apply it back exactly in rational arithmetic (float entries are exact binary
+    fractions; object arrays of `fractions.Fraction` are taken as they are).
+
+    method: `exact` (polynomial networks: lightning, square or no MLP, no norm; the outputs are
+    compared in exact rational arithmetic at random integer inputs, `fibers.exact_identity`,
+    with a Schwartz-Zippel bound on a wrong `True`), `numerical` (float64 outputs, relative
+    `tolerance`), or `auto` (exact for a polynomial network whose entries are all whole numbers
+    of size <= 2^24, as `fibers.same_function` decides; numerical otherwise).
+    """
     check_architecture(arch)
     for name, blocks in (("weights", weights), ("other", other)):
         check_block_weights(arch, blocks, name)
+    method = check_choice("method", method, ("auto", "exact", "numerical"))
     n_points = check_int("n_points", n_points, minimum=1, fix="Pass e.g. 8.")
     tolerance = check_positive_float("tolerance", tolerance)
-    gen = seeded_generator(seed, "identity-test")
-    X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
-    outputs = []
-    for name, blocks in (("weights", weights), ("other", other)):
-        tensors = {k: torch.from_numpy(np.asarray(v, float)) for k, v in blocks.items()}
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = block_forward(arch, tensors, X)
-        # overflowing outputs compare as nan ("not the same function"): refused, as fibers.py does
-        require_finite(out, "outputs", input_name=name, largest=largest_entry(tensors.values()))
-        outputs.append(out)
-    out1, out2 = outputs
-    diff = _rel(out1.numpy(), out2.numpy())
-    same = diff <= tolerance
-    result = FiberResult(same, "numerical", tolerance, None, diff, n_points)
-    notes = [f"float64 outputs compared with relative tolerance {tolerance:g}"]
+    if method == "exact" and not arch.is_polynomial:
+        raise bad_value("method", "'numerical' or 'auto' for block networks that are not polynomial "
+                        "(softmax, relu/gelu/tanh MLPs, norms)", method,
+                        "Use method 'numerical' (float64 outputs), or a lightning network with a "
+                        "square MLP and no norm.")
+    if method == "auto":
+        method = "exact" if arch.is_polynomial and all(
+            _integral(b) for b in (weights, other)) else "numerical"
+    if method == "exact":
+        E1, E2 = _exact_blocks(weights), _exact_blocks(other)
+        same, failure, is_zero = exact_identity(
+            arch, lambda X: (block_forward(arch, E1, X), block_forward(arch, E2, X)), n_points, seed)
+        result = FiberResult(same, "exact", None, failure, None, n_points)
+        notes = ["identity tested in exact rational arithmetic at random integer inputs"]
+        if is_zero:
+            result.kind, result.witness = "zero", [
+                {"move": "zero fiber", "note": "phi = 0 for both: every such pair is in the fiber"}]
+            result.notes = notes
+            return result
+    else:
+        gen = seeded_generator(seed, "identity-test")
+        X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
+        outputs = []
+        for name, blocks in (("weights", weights), ("other", other)):
+            tensors = {k: torch.from_numpy(np.asarray(v, float)) for k, v in blocks.items()}
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = block_forward(arch, tensors, X)
+            # overflowing outputs compare as nan ("not the same function"): refused, as fibers.py does
+            require_finite(out, "outputs", input_name=name, largest=largest_entry(tensors.values()))
+            outputs.append(out)
+        out1, out2 = outputs
+        diff = _rel(out1.numpy(), out2.numpy())
+        same = diff <= tolerance
+        result = FiberResult(same, "numerical", tolerance, None, diff, n_points)
+        notes = [f"float64 outputs compared with relative tolerance {tolerance:g}"]
     if same:
         witness, residual = find_block_witness(arch, weights, other, tolerance=max(tolerance, 1e-7))
         if witness is None:
@@ -322,6 +352,11 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
                              "first weights onto the second entry by entry (a proof)")
     result.notes = notes
     return result
+
+
+def _integral(blocks: dict[str, np.ndarray]) -> bool:
+    """True when every entry is a whole number of size <= 2^24 (`parameters.integral_tensors`)."""
+    return integral_tensors(*(torch.as_tensor(np.asarray(v, dtype=float)) for v in blocks.values()))
 
 
 def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:

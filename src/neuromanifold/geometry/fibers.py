@@ -133,6 +133,28 @@ def _random_integer_inputs(arch: Architecture, n_points: int, seed: int) -> list
             for _ in range(n_points)]
 
 
+def exact_identity(arch: Architecture, evaluate, n_points: int, seed: int
+                   ) -> tuple[bool, float, bool]:
+    """(same, failure probability, both zero): phi_1 = phi_2 tested in exact rational arithmetic.
+
+    `evaluate(X)` returns the pair (phi_1(X), phi_2(X)) of object arrays of Fractions at an
+    integer input X (d_0 x t). Math: phi_1 - phi_2 is a polynomial of degree deg_X (the
+    architecture's `polynomial_degrees`) in X; a non-zero one vanishes at a uniform point of
+    [-R, R]^(d_0 t) with probability <= deg_X / (2R + 1) (Schwartz-Zippel), so agreeing at
+    `n_points` independent points bounds a wrong `True` by that number to the power n_points.
+    """
+    same, zero = True, True
+    for X in _random_integer_inputs(arch, n_points, seed):
+        a, b = evaluate(X)
+        same = same and bool(np.all(a == b))
+        zero = zero and bool(np.all(a == 0))
+        if not same:
+            break
+    degree = arch.polynomial_degrees()[1]
+    failure = min(1.0, degree / (2 * _EXACT_RANGE + 1)) ** n_points
+    return same, (failure if same else 0.0), same and zero
+
+
 def exact_outputs(arch: Architecture, weights: LayerWeights, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """phi_W(X) in exact rational arithmetic (lightning only), via the one network map `forward`."""
     rational = rational_weights(weights)
@@ -244,14 +266,10 @@ def same_function(arch: Architecture, weights: LayerWeights, other: LayerWeights
         method = "exact" if exact else "numerical"
     notes = []
     if method == "exact":
-        inputs = _random_integer_inputs(arch, n_points, seed)
-        out1, out2 = exact_outputs(arch, W1, inputs), exact_outputs(arch, W2, inputs)
-        same = all(bool(np.all(a == b)) for a, b in zip(out1, out2))
-        diff = 0.0 if same else 1.0
-        degree = 3 ** arch.n_layers
-        failure = min(1.0, degree / (2 * _EXACT_RANGE + 1)) ** n_points
-        result = FiberResult(same, "exact", None, failure if same else 0.0, None, n_points)
-        is_zero = same and all(bool(np.all(a == 0)) for a in out1)
+        R1, R2 = rational_weights(W1), rational_weights(W2)
+        same, failure, is_zero = exact_identity(
+            arch, lambda X: (forward(arch, R1, X), forward(arch, R2, X)), n_points, seed)
+        result = FiberResult(same, "exact", None, failure, None, n_points)
         notes.append("identity tested in exact rational arithmetic at random integer inputs")
     else:
         out1 = _numerical_outputs(arch, W1, n_points, seed, "weights")
