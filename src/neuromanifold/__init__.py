@@ -26,6 +26,8 @@ _EXPORTS = {
     "expected_dim": "core.formulas",
     "FormulaValue": "core.formulas",
     "neuromanifold_dim": "dimension.api",
+    "DimensionProblem": "dimension.api",
+    "solve": "dimension.api",
     "DimensionResult": "dimension.result",
     "rank_at_point": "dimension.point",
     "functional_dim": "models.functional",
@@ -94,7 +96,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .core.parameters import (AttentionWeights, LayerWeights, VirtualWeights, random_inputs,
                                   random_weights)
     from .core.symmetries import symmetry_tangents
-    from .dimension.api import neuromanifold_dim
+    from .dimension.api import DimensionProblem, neuromanifold_dim, solve
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
     from .models.functional import functional_dim

@@ -1,9 +1,13 @@
 """`neuromanifold_dim`: the dimension of a neuromanifold by the method asked for.
 
+A `DimensionProblem` (the network and the options, validated once) is handed to `solve`, which
+runs the route `plan_route` picks (the routes and their order are listed there);
+`neuromanifold_dim` is the keyword form of the same call.
+
 Methods:
   numerical  rank of the float64 Jacobian at a random point, decided by the gap rule
              (`dimension.rank`); `ambiguous` when the gap is small or N did not saturate.
-  exact      rank over F_p at a random point: a proven lower bound (lightning only).
+  exact      rank over F_p at a random point: a proven lower bound (polynomial networks).
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
              `certified` when they meet. Non-polynomial networks (softmax, relu/gelu/tanh MLPs,
              norms): the lower bound is a ball-arithmetic determinant at a rational point
@@ -14,6 +18,8 @@ Methods:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..core.architecture import Architecture
@@ -37,6 +43,55 @@ MethodChoice = Literal["auto", "numerical", "exact", "certified"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
 
 
+@dataclass(frozen=True)
+class DimensionProblem:
+    """What `solve` computes: a network and how, every field validated once, here.
+
+    Fields are those of `neuromanifold_dim` (see there) except `progress`; `samples` above
+    n_params is capped at n_params (`cap_samples`) and the note saying so is kept in
+    `capped_note`.
+
+    Example:
+        >>> problem = DimensionProblem(Architecture((3, 3, 3), 2, 3), method="exact")
+        >>> plan_route(problem).name
+        'exact'
+    """
+
+    arch: Architecture
+    method: str = "auto"
+    samples: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+    min_gap: float = MIN_GAP_DECADES
+    prime: int | None = None
+    precision: int | None = None
+    backend: str = "local"
+    scheduler: str | None = None
+    max_memory: str | float | int | None = None
+    capped_note: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        check_architecture(self.arch)
+        checked = {"method": check_choice("method", self.method, METHODS),
+                   "device": check_choice("device", self.device, ("cpu", "cuda", "auto")),
+                   "backend": check_backend(self.backend, self.scheduler),
+                   "seed": check_seed(self.seed), "min_gap": check_min_gap(self.min_gap)}
+        if self.prime is not None:
+            checked["prime"] = check_word_size_prime(self.prime)
+        checked["samples"], checked["capped_note"] = cap_samples(self.arch, self.samples)
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way of computing a dimension: `name` (for messages and tests) and `run(problem,
+    progress)`."""
+
+    name: str
+    run: Callable[[DimensionProblem, Progress | None], DimensionResult]
+
+
 def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       samples: int | None = None, seed: int = 0, device: DeviceChoice = "cpu",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
@@ -44,6 +99,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       max_memory: str | float | int | None = None, precision: int | None = None,
                       backend: str = "local", scheduler: str | None = None) -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
+
+    A thin wrapper: `solve(DimensionProblem(arch, ...), progress)`.
 
     Args:
         arch: the network.
@@ -68,19 +125,17 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         >>> r.dimension + r.fiber_dim == r.n_params
         True
     """
-    check_architecture(arch)
-    method = check_choice("method", method, METHODS)
-    device = check_choice("device", device, ("cpu", "cuda", "auto"))
-    backend = check_backend(backend, scheduler)
-    seed = check_seed(seed)
-    min_gap = check_min_gap(min_gap)
-    if prime is not None:
-        prime = check_word_size_prime(prime)
-    samples, capped = cap_samples(arch, samples)
-    result = _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
-                       precision, backend, scheduler)
-    if capped is not None:
-        result.notes.insert(0, capped)
+    problem = DimensionProblem(arch, method=method, samples=samples, seed=seed, device=device,
+                               min_gap=min_gap, prime=prime, precision=precision,
+                               backend=backend, scheduler=scheduler, max_memory=max_memory)
+    return solve(problem, progress)
+
+
+def solve(problem: DimensionProblem, progress: Progress | None = None) -> DimensionResult:
+    """The dimension `problem` asks for, by the route `plan_route` picks."""
+    result = plan_route(problem).run(problem, progress)
+    if problem.capped_note is not None:
+        result.notes.insert(0, problem.capped_note)
     return result
 
 
@@ -114,12 +169,24 @@ def cap_samples(arch: Architecture, samples: object) -> tuple[int | None, str | 
                            "generic samples past it cannot add rank")
 
 
-def _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
-              precision, backend, scheduler) -> DimensionResult:
-    """The path of `method` for `arch` (arguments validated by `neuromanifold_dim`)."""
-    if backend == "dask":
-        return _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress,
-                         max_memory, precision, scheduler)
+def plan_route(problem: DimensionProblem) -> Route:
+    """The route of `problem`, or the one-line refusal of an option that does not apply to it.
+
+    Routes, in the order they are tried:
+      dask       backend 'dask': the numerical rank's rows on a Dask cluster (numerical method
+                 of the paper's model only);
+      escalating non-polynomial networks by `certified` or `auto`: ball arithmetic, directly or
+                 after a numerical pass with a thin gap (`_escalating`);
+      numerical  the float64 Jacobian rank (the paper's model: gauge, elimination, folds;
+                 block networks: autodiff of the block map);
+      exact      polynomial networks by `exact`, or `certified` / `auto`: the rank over F_p with
+                 the symmetry upper bound (the paper's model: reverse pass mod p and gauge;
+                 block networks: forward-mode duals over F_p).
+    """
+    arch, method = problem.arch, problem.method
+    if problem.backend == "dask":
+        _check_dask(problem)
+        return Route("dask", _dask_dim)
     if method == "exact" and not arch.is_polynomial:
         raise bad_value("method", "'numerical', 'certified' or 'auto' for softmax networks "
                         "and other non-polynomial ones (relu/gelu/tanh MLPs, norms)", method,
@@ -127,74 +194,95 @@ def _dispatch(arch, method, samples, seed, device, min_gap, prime, progress, max
                         "norms), so there is no exact rank over F_p; use --method certified "
                         "(ball arithmetic) or numerical.")
     if not arch.is_polynomial and method in ("certified", "auto"):
-        return _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress,
-                            precision, max_memory)
-    if precision is not None:
+        return Route("escalating", _escalating)
+    if problem.precision is not None:
         raise bad_value("precision", "given only for non-polynomial networks (certified or auto)",
-                        precision, "Drop --precision: the other ranks are exact over F_p or float64.")
-    if method == "auto":
-        method = "certified" if arch.is_polynomial else "numerical"
+                        problem.precision, "Drop --precision: the other ranks are exact over F_p "
+                        "or float64.")
     if method == "numerical":
-        if prime is not None:
-            raise bad_value("prime", "given only with the exact or certified method", prime,
-                            "Drop the prime, or ask for method 'certified' of a lightning network.")
-        from .memory import check_memory, numerical_estimate  # noqa: PLC0415
-
-        if device != "cuda":  # host memory; checked before torch is imported, so refusals are quick
-            check_memory(numerical_estimate(arch, samples), max_memory,
-                         skip=lambda: device == "auto" and _cuda_available())
-        if arch.is_block:
-            from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
-
-            return block_numerical_dim(arch, samples=samples, seed=seed, device=device,
-                                       min_gap=min_gap, progress=progress, max_memory=max_memory)
-        from .numerical import numerical_dim  # noqa: PLC0415
-
-        return numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                             progress=progress, max_memory=max_memory)
-    if device == "cuda":
-        raise bad_value("device", "'cpu' (or 'auto') for the exact methods", device,
+        if problem.prime is not None:
+            raise bad_value("prime", "given only with the exact or certified method",
+                            problem.prime, "Drop the prime, or ask for method 'certified' of a "
+                            "lightning network.")
+        return Route("numerical", _numerical)
+    if problem.device == "cuda":
+        raise bad_value("device", "'cpu' (or 'auto') for the exact methods", problem.device,
                         "Exact arithmetic over F_p runs on the CPU; drop --device or use "
                         "--method numerical for a GPU run.")
+    return Route("exact", _exact)
+
+
+def _numerical(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
+    """The float64 rank: host memory checked before torch is imported, so refusals are quick."""
+    from .memory import check_memory, numerical_estimate  # noqa: PLC0415
+
+    arch, device = problem.arch, problem.device
+    if device != "cuda":
+        check_memory(numerical_estimate(arch, problem.samples), problem.max_memory,
+                     skip=lambda: device == "auto" and _cuda_available())
+    return _float_dim(arch)(arch, samples=problem.samples, seed=problem.seed, device=device,
+                            min_gap=problem.min_gap, progress=progress,
+                            max_memory=problem.max_memory)
+
+
+def _float_dim(arch: Architecture):
+    """The numerical engine of `arch`: the paper's model's (gauge, elimination, folds, Dask,
+    `stopped`) or the block networks' (autodiff of the block map)."""
+    if arch.is_block:
+        from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
+
+        return block_numerical_dim
+    from .numerical import numerical_dim  # noqa: PLC0415
+
+    return numerical_dim
+
+
+def _exact(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
+    """The rank over F_p, with the symmetry upper bound unless the method is `exact`."""
     from .memory import check_memory, exact_estimate  # noqa: PLC0415
 
-    check_memory(exact_estimate(arch, method == "certified", samples), max_memory)
-    options = {} if prime is None else {"prime": prime}
+    arch, certify = problem.arch, problem.method != "exact"
+    check_memory(exact_estimate(arch, certify, problem.samples), problem.max_memory)
+    options = {} if problem.prime is None else {"prime": problem.prime}
     if arch.is_block:
         from .modular_blocks import block_exact_dim  # noqa: PLC0415
 
-        return block_exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
+        return block_exact_dim(arch, certify=certify, samples=problem.samples, seed=problem.seed,
                                progress=progress, **options)
     from .exact import exact_dim  # noqa: PLC0415
 
-    options = {} if prime is None else {"prime": prime}
-    return exact_dim(arch, certify=(method == "certified"), samples=samples, seed=seed,
-                     progress=progress, max_memory=max_memory, **options)
+    return exact_dim(arch, certify=certify, samples=problem.samples, seed=problem.seed,
+                     progress=progress, max_memory=problem.max_memory, **options)
 
 
-def _dask_dim(arch, method, samples, seed, device, min_gap, prime, progress, max_memory,
-              precision, scheduler) -> DimensionResult:
-    """The numerical rank on Dask: only the numerical method of plain (non-block) networks."""
-    if method in ("exact", "certified"):
-        raise bad_value("method", "'numerical' (or 'auto') with --backend dask", method,
+def _check_dask(problem: DimensionProblem) -> None:
+    """The Dask route computes numerical ranks of the paper's model only: refuse the rest."""
+    if problem.method in ("exact", "certified"):
+        raise bad_value("method", "'numerical' (or 'auto') with --backend dask", problem.method,
                         "Exact and certified ranks run on this machine; drop --backend dask, or "
                         "use --method numerical.")
-    if arch.is_block:
+    if problem.arch.is_block:
         raise bad_value("backend", "'local' for block networks (heads, values, residual, MLP, "
                         "norms)", "dask", "Drop --backend dask: block ranks run on this machine.")
-    for name, value in (("prime", prime), ("precision", precision)):
+    for name, value in (("prime", problem.prime), ("precision", problem.precision)):
         if value is not None:
             raise bad_value(name, "given only with the exact or certified method (not with "
                             "--backend dask)", value, f"Drop --{name}.")
+
+
+def _dask_dim(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
+    """The numerical rank on Dask (refusals in `_check_dask`)."""
     from .memory import check_memory, dask_client_estimate  # noqa: PLC0415
 
-    check_memory(dask_client_estimate(arch), max_memory)  # before torch is imported: quick
+    arch = problem.arch
+    check_memory(dask_client_estimate(arch), problem.max_memory)  # before torch: quick
     from .numerical import numerical_dim  # noqa: PLC0415
 
-    result = numerical_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                           progress=progress, max_memory=max_memory, backend="dask",
-                           scheduler=scheduler)
-    if method == "auto":
+    result = numerical_dim(arch, samples=problem.samples, seed=problem.seed,
+                           device=problem.device, min_gap=problem.min_gap, progress=progress,
+                           max_memory=problem.max_memory, backend="dask",
+                           scheduler=problem.scheduler)
+    if problem.method == "auto":
         result.notes.append("auto with --backend dask: the numerical rank, not escalated (exact "
                             "and certified ranks run on this machine)")
     return result
@@ -219,16 +307,17 @@ def _warned(result: DimensionResult) -> DimensionResult:
     return result
 
 
-def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, precision,
-                 max_memory):
+def _escalating(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
     """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
     thin gap or an ambiguous rank."""
     from .memory import BALL_DEFAULT_PRECISION as DEFAULT_PRECISION  # noqa: PLC0415
 
+    arch, method, device = problem.arch, problem.method, problem.device
+    samples, max_memory, precision = problem.samples, problem.max_memory, problem.precision
     if precision is not None:
         precision = check_int("precision", precision, minimum=16,
                               fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
-    options = {"seed": seed, "progress": progress, "prime": prime,
+    options = {"seed": problem.seed, "progress": progress, "prime": problem.prime,
                "precision": DEFAULT_PRECISION if precision is None else precision}
     from .memory import certified_softmax_estimate, check_memory, numerical_estimate  # noqa: PLC0415
 
@@ -237,10 +326,7 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
     # Both routes build the float Jacobian first; the certified one adds the ball block.
     check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
                  max_memory, skip=on_gpu)
-    if arch.is_block:  # torch only past the check
-        from .blocks_numerical import block_numerical_dim as float_dim  # noqa: PLC0415
-    else:
-        from .numerical import numerical_dim as float_dim  # noqa: PLC0415
+    float_dim = _float_dim(arch)  # torch only past the check
 
     def certified_dim(arch, **kwargs):
         # flint only where a proof is computed: a numerical answer (on a GPU machine, say)
@@ -253,7 +339,7 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
 
         return prove(arch, **dict(kwargs, prime=kwargs["prime"] or DEFAULT_PRIME))
     if method == "certified":
-        if check_choice("device", device, ("cpu", "cuda", "auto")) == "cuda":
+        if device == "cuda":
             raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
                             "Ball arithmetic runs on the CPU; drop --device.")
         return certified_dim(arch, samples=samples, **options)
@@ -263,8 +349,8 @@ def _softmax_dim(arch, method, samples, seed, device, min_gap, prime, progress, 
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)
-        first = float_dim(arch, samples=samples, seed=seed, device=device, min_gap=min_gap,
-                          progress=progress, max_memory=max_memory)
+        first = float_dim(arch, samples=samples, seed=problem.seed, device=device,
+                          min_gap=problem.min_gap, progress=progress, max_memory=max_memory)
     if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
         first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
                            "decades, not escalated")
