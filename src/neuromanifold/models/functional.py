@@ -371,7 +371,8 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
             tangent vectors at the parameters `named` (name -> tensor, in `params` order);
             the rank is then read on their complement and n_params - k is the upper bound.
         min_gap: decades of singular-value gap needed to settle the rank.
-        max_samples: cap on N when it grows (default 8 times the first N, at least 64).
+        max_samples: cap on N when it grows (default 8 times the first N, at least 64); a rank
+            still below the bound there, every reading clear, is status `stopped`.
         piecewise: whether the map is only piecewise analytic. None (default) looks for
             piecewise parts in `module.modules()` (`piecewise_parts`: nn.ReLU and its kin,
             max pooling, ...); True treats the module as piecewise even if none is found (say,
@@ -380,7 +381,7 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
 
     Returns a `DimensionResult` (method `numerical`); its notes say which output was counted
     and which Jacobian mode worked. Status `settled` when the gap is clear and the rank
-    saturated in N; for a piecewise module a clear rank below the upper bound is status
+    saturated in N (the rule of `dimension.verdict`, as for `dim`); for a piecewise module a clear rank below the upper bound is status
     `lower-bound` instead (lower_bound = the rank, upper_bound = n_params, or n_params minus the
     symmetry tangents' rank): the rank is constant only within one activation region, so at
     one point it only bounds the dimension from below (NOTE: [piecewise ranks are lower
@@ -570,8 +571,8 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
     is_piecewise = bool(parts) if piecewise is None else piecewise
     what = ", ".join(parts) if piecewise is None else \
         "piecewise=True given" + (f"; found {', '.join(parts)}" if parts else ", none found")
-    # NOTE: [piecewise ranks are lower bounds] is `verdict`'s NOTE: [relu ranks depend on the
-    # point]: a clear rank below the upper bound at one point of a piecewise map is a lower bound.
+    # A clear rank below the upper bound at one point of a piecewise map is a lower bound:
+    # `verdict`'s rule (NOTE: [relu ranks depend on the point]).
     status, verdict_notes = numerical_verdict(
         nr, nr.rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
         late_checks=[rescaled, tiny_epsilon],
