@@ -381,11 +381,12 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
 
     Returns a `DimensionResult` (method `numerical`); its notes say which output was counted
     and which Jacobian mode worked. Status `settled` when the gap is clear and the rank
-    saturated in N (the rule of `dimension.verdict`, as for `dim`); for a piecewise module a clear rank below the upper bound is status
-    `lower-bound` instead (lower_bound = the rank, upper_bound = n_params, or n_params minus the
-    symmetry tangents' rank): the rank is constant only within one activation region, so at
-    one point it only bounds the dimension from below (NOTE: [piecewise ranks are lower
-    bounds]). A piecewise rank that meets the upper bound stays `settled`.
+    saturated in N (the rule of `dimension.verdict`, as for `dim`); for a piecewise module a
+    clear rank below the upper bound is status `lower-bound` instead (lower_bound = the rank,
+    upper_bound = n_params, or n_params minus the symmetry tangents' rank): the rank is constant
+    only within one activation region, so at one point it only bounds the dimension from below
+    (NOTE: [relu ranks depend on the point] in `dimension.verdict`). A piecewise rank that
+    meets the upper bound stays `settled`.
 
     Example:
         >>> import torch
