@@ -272,3 +272,28 @@ def test_heads_formula_excludes_one_output_width():
     f = block_formula(Architecture((3, 1), (3,), 3, heads=(2,), values=(1,)))
     assert not f.hypotheses_hold and f.status == "none"
     assert block_formula(Architecture((3, 1), (3,), 3, values=(1,))).hypotheses_hold
+
+
+def test_block_numerical_stops_at_a_cap_like_the_paper_path():
+    """A block network's rank still growing at a time or sample cap is `stopped` (with the
+    warning), never settled: the same verdict as the paper's path (test_numerical_dim)."""
+    from neuromanifold.dimension.blocks_numerical import block_numerical_dim  # noqa: PLC0415
+    from neuromanifold.dimension.result import AmbiguousRankWarning  # noqa: PLC0415
+
+    arch = Architecture((3, 3), (2,), 3, heads=(3,), values=(3,))  # 45 < bound 48: needs 2 rounds
+    assert (block_numerical_dim(arch).status, block_numerical_dim(arch).rank_history) == (
+        "settled", [[12, 45], [18, 45]])
+    for cap, says in [({"max_seconds": 1e-9}, "time cap"), ({"max_samples": 12}, "sample cap")]:
+        with pytest.warns(AmbiguousRankWarning, match="stopped"):
+            r = block_numerical_dim(arch, **cap)
+        assert (r.status, r.dimension, r.rank_history) == ("stopped", 45, [[12, 45]])
+        assert not r.is_settled and any(says in n for n in r.notes)
+
+
+def test_block_exact_with_fixed_samples_is_stopped_like_the_paper_path():
+    """A block network's exact rank at a fixed N below the bound is `stopped` (no probability
+    claimed), as `exact_dim` reports it; before the one loop it read `lower-bound`."""
+    arch = Architecture((4, 4, 4), (2, 2), 3, heads=(2, 2), values=(2, 2))
+    r = _quiet_dim(arch, "certified", samples=2)
+    assert (r.dimension, r.status, r.failure_probability, r.upper_bound) == (24, "stopped", None, 76)
+    assert any("N = 2 fixed by the caller" in n for n in r.notes)

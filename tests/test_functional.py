@@ -252,3 +252,15 @@ def test_tiny_norm_epsilon_does_not_touch_a_rank_at_the_bound():
                               torch.nn.Linear(3, 2))
     r = functional_dim(net, _gauss3)
     assert (r.n_params, r.dimension, r.status) == (8, 8, "settled")
+
+
+def test_sample_cap_with_clear_readings_is_stopped():
+    """A rank below the bound at `max_samples` with a clear gap is `stopped` (was `ambiguous`
+    before the one verdict rule), as `dim` reports a capped rank; never settled."""
+    torch.manual_seed(5)
+    lin = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2, bias=False))
+    with pytest.warns(nm.dimension.result.AmbiguousRankWarning, match="stopped"):
+        r = functional_dim(lin, _inputs3, max_samples=13)
+    assert (r.status, r.dimension, r.rank_history) == ("stopped", 8, [[13, 8]])
+    assert any("sample cap reached at N = 13" in n for n in r.notes)
+    assert functional_dim(lin, _inputs3).rank_history == [[13, 8], [20, 8]]

@@ -46,10 +46,9 @@ from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
 from .modular_blocks import family_ranks_mod_p, fp_ops, random_blocks_mod_p
 from .result import DimensionResult, Progress
-
 # Catalogue tangents must map to (almost) 0 under the float Jacobian at the rational point: a
 # guard against a catalogue bug, checked before the bound is used (the proof is the catalogue's).
-_MAX_LEAK = 1e-8
+from .verdict import MAX_KERNEL_IMAGE_CERTIFIED as _MAX_LEAK
 
 _MAP = {name: np.frompyfunc(lambda x, n=name: getattr(x, n)(), 1, 1)
         for name in ("exp", "sqrt", "erf", "tanh")}

@@ -26,6 +26,7 @@ from ..core.catalogue import FAMILIES, TangentOps, ambient_bound, tangent_rows
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
+from .growth import grow_samples
 from .fp import (DEFAULT_PRIME, check_prime, inverse_mod_p, nullspace_mod_p, pivot_columns_mod_p,
                  rank_mod_p)
 from .modular import check_word_prime, matmul_mod, random_residues
@@ -33,6 +34,8 @@ from .result import DimensionResult, Progress
 
 # int64 entries of the tangent intermediates allowed at once (about 8 bytes each).
 _CHUNK_ENTRIES = 16 * 2 ** 20
+# Measurements of the exact block rank before it stops (status `stopped`): each round adds half
+# of N, and a generic rank is met within two or three.
 _MAX_ROUNDS = 6
 
 
@@ -175,7 +178,12 @@ def block_exact_dim(arch: Architecture, *, certify: bool = True, samples: int | 
                     seed: int = 0, progress: Progress | None = None,
                     prime: int = DEFAULT_PRIME) -> DimensionResult:
     """Exact rank over F_p of the block network's Jacobian at a random point; with `certify`,
-    the symmetry and ambient upper bounds, `certified` when one of them meets it."""
+    the symmetry and ambient upper bounds, `certified` when one of them meets it.
+
+    N grows by half (`growth.grow_samples`) until the rank meets the upper bound (`certified`)
+    or a batch adds no rank (`lower-bound`, with a Schwartz-Zippel probability); N fixed by
+    `samples`, or `_MAX_ROUNDS` measurements, end it as `stopped` (a lower bound, no probability).
+    """
     if not arch.is_polynomial:
         raise bad_value("method", "'numerical' for networks that are not polynomial", "exact",
                         "Use lightning attention, square activation and no norm, or --method numerical.")
@@ -209,9 +217,10 @@ def block_exact_dim(arch: Architecture, *, certify: bool = True, samples: int | 
     target = arch.n_params if upper is None else upper
     rows_per_sample = arch.widths[-1] * arch.tokens
     n_target = samples or max(1, math.ceil((target + max(8, 0.05 * target)) / rows_per_sample))
-    matrices, n_done, rank, history, previous, reason = [], 0, 0, [], None, None
-    t_jac = t_rank = 0.0
-    for _round in range(_MAX_ROUNDS):
+    matrices: list[torch.Tensor] = []
+    clock = {"jacobian": 0.0, "rank": 0.0, "n": 0}
+
+    def add(n_done: int, n_target: int) -> None:
         t0 = time.perf_counter()
         X = random_residues((n_target - n_done, arch.widths[0], arch.tokens), p, gen)
         J = jacobian_mod_p(arch, blocks, X, p)
@@ -221,24 +230,25 @@ def block_exact_dim(arch: Architecture, *, certify: bool = True, samples: int | 
                 raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
                                        "the upper bound would be unsound (a bug; please report it).")
         matrices.append(J if free is None else J[:, free])
-        n_done = n_target
+        clock["jacobian"] += time.perf_counter() - t0
+        clock["n"] = n_target
+
+    def measure() -> int:
         t1 = time.perf_counter()
-        t_jac += t1 - t0
         matrix = torch.cat(matrices)
         rank = rank_mod_p(matrix.numpy(), p)
-        t_rank += time.perf_counter() - t1
-        history.append([n_done, rank])
-        say(f"N = {n_done}: exact rank over F_p {rank} ({matrix.shape[0]} x {matrix.shape[1]})")
-        reached, stable = upper is not None and rank >= upper, previous == rank
-        if reached or stable or samples is not None:
-            reason = ("reached the upper bound" if reached else
-                      "stable rank" if stable and samples is None else None)
-            break
-        previous = rank
-        n_target = n_done + max(2, math.ceil(0.5 * n_done))
+        clock["rank"] += time.perf_counter() - t1
+        say(f"N = {clock['n']}: exact rank over F_p {rank} ({matrix.shape[0]} x {matrix.shape[1]})")
+        return rank
+
+    grown = grow_samples(n_target, add, measure, upper=upper, fixed=samples is not None,
+                         next_target=lambda n_done, _rank: n_done + max(2, math.ceil(0.5 * n_done)),
+                         max_rounds=_MAX_ROUNDS, say=say)
+    rank, n_done, history = grown.rank, grown.n_done, grown.history
+    t_jac, t_rank = clock["jacobian"], clock["rank"]
     certified = upper is not None and rank == upper
-    prob = 0.0 if certified else (min(1.0, target * degree_bound(arch) / p)
-                                  if reason == "stable rank" else None)
+    saturated = grown.reason == "saturated"
+    prob = 0.0 if certified else (min(1.0, target * degree_bound(arch) / p) if saturated else None)
     if certify:
         notes.append(f"upper bounds: symmetries {symmetry_upper}"
                      + (f", ambient {ambient}" if ambient is not None else ", ambient: none known"))
@@ -247,14 +257,17 @@ def block_exact_dim(arch: Architecture, *, certify: bool = True, samples: int | 
     elif upper is not None:
         notes.append(f"bounds do not meet: {rank} <= dim M <= {upper}")
     if not certified:
-        notes.append("lower bound only (rank still growing or N fixed)" if prob is None else
+        notes.append(f"stopped before saturation ({grown.detail}): the rank is a lower bound "
+                     "and more samples may raise it; no probability is claimed" if prob is None else
                      f"lower bound: P(dim M > {rank}) <= {prob:.1e} (Schwartz-Zippel, degree "
                      f"{degree_bound(arch)} per entry), provided the rank stopped growing")
+    # As `exact.exact_dim`: a proof, a saturated lower bound, or stopped (N fixed or the round cap).
+    status = "certified" if certified else ("lower-bound" if saturated else "stopped")
     formula = block_formula(arch)
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
-        method="certified" if certified else "exact",
-        status="certified" if certified else "lower-bound", formula=formula, conjecture=formula,
+        method="certified" if certified else "exact", status=status, formula=formula,
+        conjecture=formula,
         lower_bound=rank, upper_bound=upper, n_samples=n_done, seed=seed, prime=p,
         failure_probability=prob, seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                            "total": time.perf_counter() - t_start},

@@ -24,9 +24,10 @@ from .jacobians import KernelSplit
 from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
 from .rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
                    unit_scaled)
-from .growth import grow_samples
+from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 from .saturation import saturation_counts, saturation_note
+from .verdict import numerical_verdict, unsettled_message
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
 # Bytes of Jacobian rows computed at once.
@@ -38,8 +39,6 @@ _KEEP_ROWS_BYTES = 3 * 2 ** 30
 # n x n triangular factor, and new rows are folded into it (`fold.fold_rows_`) whenever this many
 # bytes of them have come: the factor, not the rows, is then what memory holds.
 _FOLD_ROWS_BYTES = 512 * 2 ** 20
-# Largest ||J Q1|| / ||J|| (Jacobian on the symmetry tangents) accepted as round-off.
-_MAX_LEAK = 1e-9
 # How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
 # the last value matrix exactly ("eliminate", `dimension.elimination`; gauge networks only).
 # "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on (`dimension.memory`).
@@ -140,8 +139,7 @@ def _check_memory(arch: Architecture, samples, max_memory, device, backend: str 
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
     """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
-    rows_per_sample = arch.tokens * arch.widths[-1]
-    return max(2, math.ceil(2 * upper_bound / rows_per_sample) + 1)
+    return first_target(upper_bound, arch.tokens * arch.widths[-1])
 
 
 def min_samples_required(arch: Architecture) -> int:
@@ -348,7 +346,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     else:
         target = max(first, min_samples or 0)
     if max_samples is None:
-        max_samples = max(8 * target, 64)
+        max_samples = default_max_samples(target)
     gen = seeded_generator(seed, "inputs")
 
     state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
@@ -397,7 +395,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     # More samples both saturate the rank and widen the gap: grow N (x1.5) until both hold.
     grown = grow_samples(
         target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
-        fixed=samples is not None, next_target=lambda n_done, _rank: math.ceil(n_done * 1.5),
+        fixed=samples is not None, next_target=grow_by_half,
         clear=clear, max_samples=max_samples,
         max_seconds=max_seconds, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
@@ -406,45 +404,21 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         t_jac = source.seconds_jacobian
     else:  # the rows were waited for inside `factor`: that wait is the workers' time
         t_jac, t_rank = source.seconds_jacobian, t_rank - source.seconds_jacobian
-    saturated_by = {"bound": "symmetry bound", "saturated": "stable rank"}.get(grown.reason)
-
-    notes = []
-    status_if_capped = None  # `stopped` only when the gap was clear and the rank still growing
-    ambiguous = nr.is_ambiguous(min_gap)
-    if ambiguous:
-        notes.append(nr.ambiguity_note(min_gap))
-    notes.append(source.note())
+    rank = nr.rank + state["offset"]
+    input_doubt = None
     if elim is not None and state["input"].is_ambiguous(min_gap):
-        ambiguous = True
-        notes.append("last layer's input matrix: " + state["input"].ambiguity_note(min_gap))
-    if leak > _MAX_LEAK:
-        ambiguous = True
-        notes.append(f"symmetry tangents are not in the float kernel (leak {leak:.1e}): round-off")
-    saturated = saturation_note(state["saturation"], nr.rank + state["offset"], upper)
-    if saturated:
-        ambiguous = True
-        notes.append(saturated)
-    if saturated_by is None:
-        if grown.reason == "cap" and not ambiguous:
-            status_if_capped = "stopped"  # clear readings, but the rank was still growing
-        ambiguous = True
-        if samples is not None:
-            notes.append(f"rank {nr.rank + state['offset']} is below the symmetry bound {upper} and "
-                         f"N = {samples} was fixed: saturation in N not verified (leave "
-                         "--samples out to grow N)")
-        else:
-            notes.append(f"stopped at a cap before the rank saturated with a clear gap: {grown.detail}")
-    else:
-        notes.append(f"saturated in N: {saturated_by}")
-    status = "ambiguous" if ambiguous else "settled"
-    if grown.reason == "cap" and status_if_capped:
-        status = status_if_capped
-    if status != "settled":
-        warnings.warn(f"{arch}: numerical rank {nr.rank + state['offset']} is {status}: " + "; ".join(notes),
-                      AmbiguousRankWarning, stacklevel=2)
+        input_doubt = "last layer's input matrix: " + state["input"].ambiguity_note(min_gap)
+    status, verdict_notes = numerical_verdict(
+        nr, rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
+        doubts=[input_doubt, saturation_note(state["saturation"], rank, upper)],
+        bound_name="symmetry bound")
+    notes = [source.note()] + verdict_notes
+    message = unsettled_message(str(arch), rank, status, notes)
+    if message:
+        warnings.warn(message, AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
-        architecture=arch.to_dict(), n_params=arch.n_params, dimension=nr.rank + state["offset"],
+        architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
         method="numerical", status=status, formula=expected_dim(arch),
         conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,

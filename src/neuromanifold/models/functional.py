@@ -17,7 +17,8 @@ Jacobian modes, tried in order until one works (the result records which one was
 
 Piecewise modules (relu and its kin, max pooling; `piecewise_parts`) make the map analytic only
 inside each activation region, so a rank below the upper bound is reported as a lower bound
-(status `lower-bound`), as `dim` does for relu blocks; see NOTE: [piecewise ranks are lower bounds].
+(status `lower-bound`), as `dim` does for relu blocks: one verdict rule (`dimension.verdict`, NOTE:
+[relu ranks depend on the point]) decides both.
 """
 
 from __future__ import annotations
@@ -33,16 +34,16 @@ import torch
 from ..core.checks import bad_type, bad_value, check_bool, check_int, check_seed
 from ..core.formulas import FormulaValue
 from ..core.seeds import seeded_generator
+from ..dimension.growth import default_max_samples, first_target, grow_by_half, grow_samples
 from ..dimension.jacobians import KernelSplit
 from ..dimension.numerical import resolve_device, say_device
 from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
 from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
+from ..dimension.verdict import numerical_verdict, unsettled_message
 from ..errors import ComputationError
 
 # Bytes one chunk of Jacobian columns (or rows) may use for its outputs.
 _CHUNK_BYTES = 256 * 2 ** 20
-# Largest ||J Q1|| / ||J|| (Jacobian on given symmetry tangents) accepted as round-off.
-_MAX_LEAK = 1e-9
 MODES = ("forward", "forward, math attention", "reverse, math attention", "reverse, looped")
 # Samples compared by the freshness test of a callable's draws (`_check_batch`).
 _FRESH_PREFIX = 4
@@ -370,7 +371,8 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
             tangent vectors at the parameters `named` (name -> tensor, in `params` order);
             the rank is then read on their complement and n_params - k is the upper bound.
         min_gap: decades of singular-value gap needed to settle the rank.
-        max_samples: cap on N when it grows (default 8 times the first N, at least 64).
+        max_samples: cap on N when it grows (default 8 times the first N, at least 64); a rank
+            still below the bound there, every reading clear, is status `stopped`.
         piecewise: whether the map is only piecewise analytic. None (default) looks for
             piecewise parts in `module.modules()` (`piecewise_parts`: nn.ReLU and its kin,
             max pooling, ...); True treats the module as piecewise even if none is found (say,
@@ -379,11 +381,12 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
 
     Returns a `DimensionResult` (method `numerical`); its notes say which output was counted
     and which Jacobian mode worked. Status `settled` when the gap is clear and the rank
-    saturated in N; for a piecewise module a clear rank below the upper bound is status
-    `lower-bound` instead (lower_bound = the rank, upper_bound = n_params, or n_params minus the
-    symmetry tangents' rank): the rank is constant only within one activation region, so at
-    one point it only bounds the dimension from below (NOTE: [piecewise ranks are lower
-    bounds]). A piecewise rank that meets the upper bound stays `settled`.
+    saturated in N (the rule of `dimension.verdict`, as for `dim`); for a piecewise module a
+    clear rank below the upper bound is status `lower-bound` instead (lower_bound = the rank,
+    upper_bound = n_params, or n_params minus the symmetry tangents' rank): the rank is constant
+    only within one activation region, so at one point it only bounds the dimension from below
+    (NOTE: [relu ranks depend on the point] in `dimension.verdict`). A piecewise rank that
+    meets the upper bound stays `settled`.
 
     Example:
         >>> import torch
@@ -460,106 +463,95 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
         upper = n_params - split.rank
 
     if grow:
-        target = samples or max(2, math.ceil(2 * upper / rows_per_sample) + 1)
-        max_samples = max_samples or max(8 * target, 64)
+        target = samples or first_target(upper, rows_per_sample)
+        max_samples = max_samples or default_max_samples(target)
         _check_jacobian_memory(target, rows_per_sample, n_params)
         batches: list[tuple] = []
     else:
         target = batch_len
-        max_samples = target
         batches = [probe]
-    mode_used = None
-    R = None
-    n_done, t_jac, t_rank, leak = 0, 0.0, 0.0, 0.0
-    history: list = []
-    previous = nr = None
-    saturated_by = None
+    state = {"mode": None, "R": None, "jacobian": 0.0, "rank": 0.0, "leak": 0.0}
     failures: list[str] = []
-    while True:
-        while n_done < target:
-            n_new = target - n_done
-            batch = draw(n_new) if grow else probe
-            if grow:
-                batches.append(batch)
-            # wrong shapes from a callable: one line, not an autodiff error
-            n_rows = call(batch)[0].numel() if grow else probe_out.numel()
-            f = _Map(model, chosen, fixed, batch)
-            t0 = time.perf_counter()
-            J = None
-            for mode in (MODES if mode_used is None else (mode_used,)):
-                try:
-                    J = _jacobian(f, theta, n_rows, mode)
-                except _TRANSFORM_ERRORS as exc:
-                    failures.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-                    say(f"Jacobian mode '{mode}' failed; trying the next")
-                    continue
-                mode_used = mode
-                break
-            if J is None:
-                raise ComputationError("no Jacobian mode works on this module: " + " | ".join(failures))
-            if not bool(torch.isfinite(J).all()):  # finite inputs (checked): overflow
-                top = max(float(x.abs().max()) for x in batch if x.is_floating_point() and x.numel()) \
-                    if any(x.is_floating_point() for x in batch) else 0.0
-                raise bad_value("inputs", "inputs at which the module's Jacobian stays finite in "
-                                "float64", f"inf or nan entries (largest |input| {top:.1e}, "
-                                f"largest |parameter| {float(theta.abs().max()):.1e})",
-                                "Rescale the inputs (or the parameters) to order one.")
-            if split is not None:
-                J, block_leak = split.reduce(J)
-                leak = max(leak, block_leak)
-            stacked = J if R is None else torch.cat([R, J])
-            R = torch.linalg.qr(stacked, mode="r").R if stacked.shape[0] > stacked.shape[1] else stacked
-            t_jac += time.perf_counter() - t0
-            n_done += n_new
-            say(f"N = {n_done}: Jacobian rows computed ({mode_used})")
-        t1 = time.perf_counter()
-        sv = singular_values(R)
-        t_rank += time.perf_counter() - t1
-        n_total_rows = n_done * rows_per_sample
-        nr = numerical_rank(sv, max(n_total_rows, R.shape[0]), R.shape[1])
-        history.append([n_done, nr.rank])
-        say(f"N = {n_done}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
-        saturated_by = None
-        if nr.rank >= upper:
-            saturated_by = "parameter count" if split is None else "symmetry bound"
-        elif previous is not None and previous.rank == nr.rank:
-            saturated_by = "stable rank"
-        if not grow or (saturated_by and nr.is_settled(min_gap)) or samples is not None \
-                or n_done >= max_samples:
+
+    def add(n_done: int, n_target: int) -> None:
+        n_new = n_target - n_done
+        batch = draw(n_new) if grow else probe
+        if grow:
+            batches.append(batch)
+        # wrong shapes from a callable: one line, not an autodiff error
+        n_rows = call(batch)[0].numel() if grow else probe_out.numel()
+        f = _Map(model, chosen, fixed, batch)
+        t0 = time.perf_counter()
+        J = None
+        for mode in (MODES if state["mode"] is None else (state["mode"],)):
+            try:
+                J = _jacobian(f, theta, n_rows, mode)
+            except _TRANSFORM_ERRORS as exc:
+                failures.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                say(f"Jacobian mode '{mode}' failed; trying the next")
+                continue
+            state["mode"] = mode
             break
-        previous = nr
-        target = min(max_samples, math.ceil(n_done * 1.5))
+        if J is None:
+            raise ComputationError("no Jacobian mode works on this module: " + " | ".join(failures))
+        if not bool(torch.isfinite(J).all()):  # finite inputs (checked): overflow
+            top = max(float(x.abs().max()) for x in batch if x.is_floating_point() and x.numel()) \
+                if any(x.is_floating_point() for x in batch) else 0.0
+            raise bad_value("inputs", "inputs at which the module's Jacobian stays finite in "
+                            "float64", f"inf or nan entries (largest |input| {top:.1e}, "
+                            f"largest |parameter| {float(theta.abs().max()):.1e})",
+                            "Rescale the inputs (or the parameters) to order one.")
+        if split is not None:
+            J, block_leak = split.reduce(J)
+            state["leak"] = max(state["leak"], block_leak)
+        R = state["R"]
+        stacked = J if R is None else torch.cat([R, J])
+        state["R"] = (torch.linalg.qr(stacked, mode="r").R if stacked.shape[0] > stacked.shape[1]
+                      else stacked)
+        state["jacobian"] += time.perf_counter() - t0
+        state["n"] = n_target
+        say(f"N = {n_target}: Jacobian rows computed ({state['mode']})")
+
+    def measure():
+        t1 = time.perf_counter()
+        R = state["R"]
+        sv = singular_values(R)
+        state["rank"] += time.perf_counter() - t1
+        n_total_rows = state["n"] * rows_per_sample
+        nr = numerical_rank(sv, max(n_total_rows, R.shape[0]), R.shape[1])
+        say(f"N = {state['n']}: numerical rank {nr.rank} (gap {nr.gap:.1f} decades)")
+        return nr
+
+    # One sample more is a batch here (min_batch 1), as this path has always grown N: the N
+    # sequence decides the inputs drawn, hence every rank and gap reported so far.
+    grown = grow_samples(
+        target, add, measure, rank_of=lambda nr: nr.rank, upper=upper,
+        fixed=not grow or samples is not None, next_target=grow_by_half,
+        clear=lambda nr: nr.is_settled(min_gap), max_samples=max_samples, min_batch=1, say=say)
+    nr, n_done, history, mode_used = grown.measurement, grown.n_done, grown.history, state["mode"]
+    t_jac, t_rank, leak = state["jacobian"], state["rank"], state["leak"]
 
     notes = [f"counted output: {output_name} of {type(module).__name__} "
              f"({rows_per_sample} numbers per sample), float64, eval mode",
              f"Jacobian mode: {mode_used}"]
     notes += [f"Jacobian mode failed: {msg}" for msg in failures]
-    ambiguous = nr.is_ambiguous(min_gap)
-    if ambiguous:
-        notes.append(nr.ambiguity_note(min_gap))
     if split is not None:
         notes.append(f"rank read on the complement of {split.rank} symmetry tangents "
                      f"(their Jacobian image: {leak:.1e} of the total)")
-        if leak > _MAX_LEAK:
-            ambiguous = True
-            notes.append(f"the given tangents are not in the float kernel (leak {leak:.1e})")
-    if saturated_by is None:
-        ambiguous = True
-        notes.append(f"rank {nr.rank} below the bound {upper} with N = {n_done} fixed or capped: "
-                     "saturation in N not verified" + ("" if grow else
-                                                      " (pass inputs as a callable to grow N)"))
-    else:
-        notes.append(f"saturated in N: {saturated_by}")
-    if not ambiguous and nr.rank < upper:
+
+    def rescaled() -> str | None:
         every = tuple(torch.cat(parts_) for parts_ in zip(*batches)) if grow else probe
         scaled = _rescaled_rank(model, chosen, fixed, theta, every, mode_used, split, min_gap)
-        if scaled is not None and scaled[1] > nr.rank:
-            ambiguous = True
-            notes.append(f"inputs of RMS {scaled[0]:.1e} saturate the module numerically: the same "
-                         f"inputs scaled to RMS 1 give rank {scaled[1]} > {nr.rank}, so rank "
-                         f"{nr.rank} is not settled (pass inputs of order one)")
-    tiny = {name: eps for name, eps in norm_epsilons(model).items() if eps < EPSILON_VISIBLE}
-    if tiny and not ambiguous and nr.rank < upper:
+        if scaled is None or scaled[1] <= nr.rank:
+            return None
+        return (f"inputs of RMS {scaled[0]:.1e} saturate the module numerically: the same "
+                f"inputs scaled to RMS 1 give rank {scaled[1]} > {nr.rank}, so rank "
+                f"{nr.rank} is not settled (pass inputs of order one)")
+
+    def tiny_epsilon() -> str | None:
+        tiny = {name: eps for name, eps in norm_epsilons(model).items() if eps < EPSILON_VISIBLE}
+        if not tiny:
+            return None
         # NOTE: [model constants that hide directions]
         # A norm y = g * x / sqrt(mean(x^2) + eps) (or its centred form) is invariant under
         # x -> c x up to eps: N(c x) with eps equals N(x) with eps / c^2. So a rescaling of a
@@ -570,43 +562,34 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
         # clean-looking gap can fall below them: shrunk BERT (eps 1e-12) reads 908 with a
         # 6.7-decade gap while its dimension is 913 (913 settled at eps = 1e-3). A rank below
         # the upper bound is therefore never settled when such a constant is present.
-        ambiguous = True
         shown = ", ".join(f"{name} ({eps:.0e})" for name, eps in list(tiny.items())[:3])
-        notes.append(f"norm epsilon below {EPSILON_VISIBLE:.0e} in {len(tiny)} module(s): {shown}"
-                     f"{', ...' if len(tiny) > 3 else ''}: directions that only epsilon breaks (a "
-                     "rescaling of a norm's input) have singular values proportional to epsilon, "
-                     f"at or below float64 round-off, so rank {nr.rank} < {upper} is not settled; "
-                     "measure a copy with a larger epsilon (e.g. 1e-3) to see them")
-    status = "ambiguous" if ambiguous else "settled"
+        return (f"norm epsilon below {EPSILON_VISIBLE:.0e} in {len(tiny)} module(s): {shown}"
+                f"{', ...' if len(tiny) > 3 else ''}: directions that only epsilon breaks (a "
+                "rescaling of a norm's input) have singular values proportional to epsilon, "
+                f"at or below float64 round-off, so rank {nr.rank} < {upper} is not settled; "
+                "measure a copy with a larger epsilon (e.g. 1e-3) to see them")
+
     is_piecewise = bool(parts) if piecewise is None else piecewise
     what = ", ".join(parts) if piecewise is None else \
         "piecewise=True given" + (f"; found {', '.join(parts)}" if parts else ", none found")
-    if is_piecewise and not ambiguous and nr.rank < upper:
-        # NOTE: [piecewise ranks are lower bounds]
-        # With relu-like parts the map theta -> (module_theta(x_1), ..., module_theta(x_N)) is
-        # analytic only on each activation region (an open set of parameters on which every
-        # unit stays on one piece at every input); the Jacobian rank is constant off a null set
-        # inside one region but can differ between regions of positive measure (a unit dead on
-        # every input stays dead under small changes), and the dimension of the image is the
-        # largest of them. Inputs that rarely enter a unit's region can also keep a
-        # stable rank in N below the rank of the whole input space (measured in docs/models.md).
-        # So a clear rank below the upper bound at one point is only a lower bound; one that
-        # meets the upper bound is the dimension. Same rule as relu blocks in `dim`.
-        status = "lower-bound"
-        notes.append(f"piecewise-analytic parts ({what}): the map is analytic only inside each "
-                     f"activation region, and regions can differ in rank, so the rank {nr.rank} "
-                     f"at this point is a lower bound on the dimension, which is at most {upper}; "
-                     "try other parameter points or more samples, or pass piecewise=False if "
-                     "the map is analytic")
-    elif is_piecewise and not ambiguous:
-        notes.append(f"piecewise-analytic parts ({what}): the rank meets the upper bound {upper}, "
-                     "so no activation region has a higher one")
-    elif piecewise is False and parts:
+    # A clear rank below the upper bound at one point of a piecewise map is a lower bound:
+    # `verdict`'s rule (NOTE: [relu ranks depend on the point]).
+    status, verdict_notes = numerical_verdict(
+        nr, nr.rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
+        late_checks=[rescaled, tiny_epsilon],
+        bound_name="parameter count" if split is None else "symmetry bound",
+        fixed_hint=("leave samples out to grow N" if grow else
+                    "pass inputs as a callable to grow N"),
+        piecewise=what if is_piecewise else None,
+        piecewise_hint="try other parameter points or more samples, or pass piecewise=False if "
+                       "the map is analytic")
+    notes += verdict_notes
+    if piecewise is False and parts:
         notes.append(f"piecewise=False: the caller asserts the map is analytic ({', '.join(parts)} "
                      "found)")
-    if ambiguous:
-        warnings.warn(f"{type(module).__name__}: numerical rank {nr.rank} is ambiguous: "
-                      + "; ".join(notes), AmbiguousRankWarning, stacklevel=2)
+    message = unsettled_message(type(module).__name__, nr.rank, status, notes)
+    if message:
+        warnings.warn(message, AmbiguousRankWarning, stacklevel=2)
     return DimensionResult(
         architecture={"module": type(module).__name__, "params": len(chosen),
                       "jacobian_mode": mode_used, "piecewise": is_piecewise},
