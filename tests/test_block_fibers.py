@@ -15,7 +15,7 @@ from neuromanifold.core.blocks import block_forward, block_layout
 from neuromanifold.errors import InputError
 from neuromanifold.geometry.block_fibers import (_exact_blocks, apply_block_witness,
                                                  same_block_function)
-from neuromanifold.io.block_weightfiles import read_block_weights, write_block_weights
+from neuromanifold.io.weightfiles import read_block_weights, write_block_weights
 
 ARCH = Architecture((3, 3, 3), (3, 3), 3, heads=(2, 2), values=(3, 3), residual=True, mlp=(2, 2))
 

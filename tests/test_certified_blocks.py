@@ -19,7 +19,7 @@ from neuromanifold.dimension.ball_blocks import (ball_block_forward, ball_block_
                                                  block_upper_bound, certified_block_dim,
                                                  rational_block_point)
 from neuromanifold.dimension.blocks_numerical import block_jacobian, block_numerical_dim
-from neuromanifold.io.block_weightfiles import write_block_weights
+from neuromanifold.io.weightfiles import write_block_weights
 
 # Pairwise-distinct sizes where the options allow (a residual needs equal widths).
 CASES = {

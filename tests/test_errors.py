@@ -63,7 +63,7 @@ BAD_CALLS = {
         "neuromanifold.geometry.block_fibers", fromlist=["x"]).same_block_function(
         nm.Architecture((4, 4), (2,), 3, heads=(2,)), "W.npz", {}),
     "read_block_weights path": lambda: __import__(
-        "neuromanifold.io.block_weightfiles", fromlist=["x"]).read_block_weights("/nonexistent/W.npz"),
+        "neuromanifold.io.weightfiles", fromlist=["x"]).read_block_weights("/nonexistent/W.npz"),
     "neuromanifold_dim exact of a norm block": lambda: nm.neuromanifold_dim(
         nm.Architecture((4, 4), (2,), 3, norm="rmsnorm"), method="exact"),
 }

@@ -138,7 +138,7 @@ def _weight_files(tmp_path):
     """P (paper's names), P moved by a between-layer change of basis G (a symmetry of the plain
     network only), the same two as one-head block files, and P and B scaled by 1e150."""
     from neuromanifold.core.parameters import LayerWeights
-    from neuromanifold.io.block_weightfiles import write_block_weights
+    from neuromanifold.io.weightfiles import write_block_weights
     from neuromanifold.io.weightfiles import write_weights
 
     w = random_weights(Architecture((3, 3, 3), (2, 2), 3), seed=1)
@@ -211,7 +211,7 @@ def test_block_file_flags_it_cannot_carry_and_unequal_widths(tmp_path):
     """--activation without an MLP and --norm without gains are refused; an MLP needs
     --activation; unequal widths need no residual flag and say why."""
     from neuromanifold.core.blocks import random_block_weights
-    from neuromanifold.io.block_weightfiles import write_block_weights
+    from neuromanifold.io.weightfiles import write_block_weights
 
     files = _weight_files(tmp_path)
     _refused(*run_cli(["rank", "--weights", files["B"], "--residual", "--activation", "gelu"]),

@@ -23,7 +23,7 @@ EXIT_AMBIGUOUS = 1
 EXIT_BAD_INPUT = 2
 
 # The options `rank` and `fiber` take for what a weight file does not store
-# (`io.block_weightfiles.read_network_file` applies or refuses each; None: not given).
+# (`io.weightfiles.read_network_file` applies or refuses each; None: not given).
 RESIDUAL_OPTION = typer.Option(
     None, "--residual/--no-residual", help="Residual connections; required for a block file "
     "whose widths are all equal. On a file in the paper's format, --residual reads it as the "

@@ -30,7 +30,7 @@ def fiber(
     check_seed(seed)
     from ..geometry.block_fibers import same_block_function  # noqa: PLC0415
     from ..geometry.fibers import same_function  # noqa: PLC0415
-    from ..io.block_weightfiles import read_network_file  # noqa: PLC0415
+    from ..io.weightfiles import read_network_file  # noqa: PLC0415
 
     options = dict(tokens=tokens, attention=attention.lower(), residual=residual,
                    activation=activation and activation.lower(), norm=norm and norm.lower())

@@ -34,7 +34,7 @@ def rank(
     """Jacobian rank at the given weights (their local functional dimension), with the generic dimension."""
     timeout = check_timeout(timeout)
     from ..dimension.point import rank_at_point  # noqa: PLC0415
-    from ..io.block_weightfiles import read_network_file  # noqa: PLC0415
+    from ..io.weightfiles import read_network_file  # noqa: PLC0415
 
     data = read_network_file(weights, tokens=tokens, attention=attention.lower(), residual=residual,
                              activation=activation and activation.lower(),

@@ -62,6 +62,24 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     return layout
 
 
+def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:
+    """Raise the template error unless `blocks` holds every block of `arch` with its shape."""
+    if not isinstance(blocks, dict):
+        raise bad_value(name, "a dict of named blocks (Q_1_1, K_1_1, ...)", type(blocks).__name__,
+                        "Read them with read_block_weights(path).")
+    for block, shape, _ in block_layout(arch):
+        if block not in blocks:
+            raise bad_value(name, f"a block {block} of shape {shape}", sorted(blocks),
+                            f"Add {block} (docs/blocks.md names every block).")
+        if tuple(np.shape(blocks[block])) != shape:
+            raise bad_value(f"{name}:{block}", f"of shape {shape}", tuple(np.shape(blocks[block])),
+                            f"Give {block} the shape {shape}.")
+    extra = sorted(set(blocks) - {b for b, _, _ in block_layout(arch)})
+    if extra:
+        raise bad_value(name, f"only the blocks of {arch}", extra, f"Remove {extra[0]}.")
+    return blocks
+
+
 def unflatten_blocks(arch: Architecture, vector: torch.Tensor) -> dict[str, torch.Tensor]:
     """Named blocks from a flat parameter vector (differentiable; works under torch.func)."""
     if vector.shape[-1] != arch.n_params:

@@ -34,7 +34,8 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.block_formulas import block_formula
-from ..core.blocks import NORM_EPS, block_layout, flatten_blocks, random_block_weights
+from ..core.blocks import (NORM_EPS, block_layout, check_block_weights, flatten_blocks,
+                           random_block_weights)
 from ..core.catalogue import FLOAT_OPS, tangent_rows
 from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
@@ -245,8 +246,6 @@ def block_point(arch: Architecture, blocks: dict, p: int = DEFAULT_PRIME):
     here because its denominator is non-zero mod p; a singular inverse or kernel mod p at these
     weights leaves only the trivial bound n_params, said in the notes.
     """
-    from ..geometry.block_fibers import check_block_weights  # noqa: PLC0415
-
     check_block_weights(arch, blocks, "weights")
     blocks = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64).detach().cpu()
               for k, v in blocks.items()}

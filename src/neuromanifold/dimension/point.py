@@ -109,7 +109,7 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     """Rank of the Jacobian of W -> phi_W at `weights` (see the module docstring).
 
     `weights`: `LayerWeights` of the paper's model, or named blocks (`core.blocks`, as
-    `io.block_weightfiles.read_block_weights` returns them) of a block network.
+    `io.weightfiles.read_block_weights` returns them) of a block network.
 
     Example:
         >>> from neuromanifold import Architecture, random_weights

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.blocks import block_forward, block_layout
+from ..core.blocks import block_forward, block_layout, check_block_weights
 from ..core.checks import (bad_value, check_architecture, check_choice, check_int,
                            check_positive_float)
 from ..core.finite import largest_entry, require_finite
@@ -357,21 +357,3 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
 def _integral(blocks: dict[str, np.ndarray]) -> bool:
     """True when every entry is a whole number of size <= 2^24 (`parameters.integral_tensors`)."""
     return integral_tensors(*(torch.as_tensor(np.asarray(v, dtype=float)) for v in blocks.values()))
-
-
-def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:
-    """Raise the template error unless `blocks` holds every block of `arch` with its shape."""
-    if not isinstance(blocks, dict):
-        raise bad_value(name, "a dict of named blocks (Q_1_1, K_1_1, ...)", type(blocks).__name__,
-                        "Read them with read_block_weights(path).")
-    for block, shape, _ in block_layout(arch):
-        if block not in blocks:
-            raise bad_value(name, f"a block {block} of shape {shape}", sorted(blocks),
-                            f"Add {block} (docs/blocks.md names every block).")
-        if tuple(np.shape(blocks[block])) != shape:
-            raise bad_value(f"{name}:{block}", f"of shape {shape}", tuple(np.shape(blocks[block])),
-                            f"Give {block} the shape {shape}.")
-    extra = sorted(set(blocks) - {b for b, _, _ in block_layout(arch)})
-    if extra:
-        raise bad_value(name, f"only the blocks of {arch}", extra, f"Remove {extra[0]}.")
-    return blocks
