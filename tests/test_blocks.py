@@ -10,7 +10,7 @@ import torch
 
 from neuromanifold.cli import main
 from neuromanifold.core.architecture import Architecture
-from neuromanifold.core.block_formulas import block_formula
+from neuromanifold.core.formulas import block_formula
 from neuromanifold.core.blocks import (activate, block_forward, block_layout, flatten_blocks,
                                        random_block_weights, unflatten_blocks)
 from neuromanifold.core.catalogue import FAMILIES, ambient_bound, tangent_rows

@@ -72,6 +72,7 @@ import torch
 
 from .architecture import Architecture
 from .blocks import block_layout
+from .formulas import ambient_bound  # noqa: F401  (a closed form; used with the tangents)
 
 FAMILIES = (
     "per-head GL(a) on (Q, K)",
@@ -572,19 +573,3 @@ def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Tange
     if not rows:
         return torch.zeros((0, arch.n_params), dtype=sample.dtype), counts
     return torch.stack(rows), counts
-
-
-def ambient_bound(arch: Architecture) -> int | None:
-    """Dimension of a finite-dimensional space the map lies in, where we know one, else None.
-
-    One lightning attention layer without MLP or norm (residual allowed: it adds a fixed map):
-    column i of the output is sum_j T(z_j, z_j, z_i) for a tensor T in R^{d'} (x) Sym^2(R^d)
-    (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
-    cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3).
-    """
-    if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
-        return None
-    d, d_out = arch.widths
-    if arch.tokens == 1:
-        return d_out * d * (d + 1) * (d + 2) // 6
-    return d_out * d * d * (d + 1) // 2

@@ -2,6 +2,10 @@
 
 Each function returns a `FormulaValue`. A value whose `hypotheses_hold` is False is only what
 the formula would say: it is not the dimension (docs/math/deep.md lists where it is wrong).
+The paper's model has the paper's closed forms (`eq7`, `eq14`, `eq16`, `effective_width`,
+`general`); networks beyond it (heads, value widths, residuals, MLPs, norms) have
+`block_formula` (`proved` for one head, a `conjecture` for several, `none` elsewhere) and the
+`ambient_bound` of one lightning layer.
 """
 
 from __future__ import annotations
@@ -201,3 +205,57 @@ def general(arch: Architecture) -> FormulaValue:
                         "conjecture", "n_params minus the generic count of every known symmetry; "
                         "equal to the certified dimension on every l = 1, 2, 3 architecture "
                         "checked (docs/lightning_dimension.md)")
+
+
+# ------------------------------------------------------------------ networks beyond the paper
+
+def ambient_bound(arch: Architecture) -> int | None:
+    """Dimension of a finite-dimensional space the map lies in, where we know one, else None.
+
+    One lightning attention layer without MLP or norm (residual allowed: it adds a fixed map):
+    column i of the output is sum_j T(z_j, z_j, z_i) for a tensor T in R^{d'} (x) Sym^2(R^d)
+    (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
+    cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3).
+    """
+    if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
+        return None
+    d, d_out = arch.widths
+    if arch.tokens == 1:
+        return d_out * d * (d + 1) * (d + 2) // 6
+    return d_out * d * d * (d + 1) // 2
+
+
+NO_FORMULA = "no closed form for this block network"
+_HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, value width "
+               "v >= min(d_0, d_1) or unfactored values; d_1 >= 2 when H > 1")
+
+
+def block_formula(arch: Architecture) -> FormulaValue:
+    """Dimension of H lightning heads: min(H c - H max(0, H - 1 - (d - r)^2), ambient bound).
+
+    Math: one head has c = r (2 d - r) + s (d + d' - s) - 1 free directions (its A = Q^T K is any
+    d x d matrix of rank <= r = min(a, d), its V = O W any d' x d matrix of rank <= s =
+    min(v, d, d'), one common rescaling); H heads add H c less the head-mixing directions beyond
+    the rescalings: H (H - 1) with full-rank keys (r = d), and, measured, H (H - 1 - (d - r)^2)
+    when positive with narrower keys; the map lies in a space of dimension d' d d (d + 1) / 2
+    (`catalogue.ambient_bound`).
+    For H = 1 this is the paper's single-layer count (proved); for H > 1 a conjecture checked by
+    exact ranks (d = d' = 3: 17, 32, 45, 54 for H = 1..4). It fails for d' = 1 (d = 3, v = 1,
+    H = 2: it would say 18, the exact rank is 17), which its hypotheses exclude.
+    """
+    d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
+    v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
+    holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
+             and arch.norm == "none" and arch.tokens >= 2
+             and v == min(d, d_out) and (H == 1 or d_out >= 2))
+    if not holds:
+        return FormulaValue(NO_FORMULA, arch.n_params, False,
+                            _HYPOTHESES, status="none")
+    r = min(arch.keys[0], d)
+    single = r * (2 * d - r) + v * (d + d_out - v) - 1
+    value = min(H * single - H * max(0, H - 1 - (d - r) ** 2), ambient_bound(arch))
+    if H == 1:
+        return FormulaValue("single lightning head", value, True, _HYPOTHESES, status="proved",
+                            source="Henry, Marchetti, Kohn, ICLR 2025, one-layer count")
+    return FormulaValue("lightning heads with head mixing", value, True, _HYPOTHESES,
+                        status="conjecture", source="exact ranks over F_p (docs/blocks.md)")

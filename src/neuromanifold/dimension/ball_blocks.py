@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.block_formulas import block_formula
+from ..core.formulas import block_formula
 from ..core.blocks import (NORM_EPS, block_layout, check_block_weights, flatten_blocks,
                            random_block_weights)
 from ..core.catalogue import FLOAT_OPS, tangent_rows

@@ -20,7 +20,7 @@ from ..core.architecture import Architecture
 from ..core.blocks import block_forward, block_forward_flat, flatten_blocks, random_block_weights
 from ..core.catalogue import ambient_bound, tangent_rows
 from ..core.checks import bad_value, check_int, check_positive_float, check_seed
-from ..core.block_formulas import block_formula
+from ..core.formulas import block_formula
 from ..core.seeds import seeded_generator
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .jacobians import KernelSplit

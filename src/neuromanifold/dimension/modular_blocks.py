@@ -20,7 +20,7 @@ import time
 import torch
 
 from ..core.architecture import Architecture
-from ..core.block_formulas import block_formula
+from ..core.formulas import block_formula
 from ..core.blocks import block_layout
 from ..core.catalogue import FAMILIES, TangentOps, ambient_bound, tangent_rows
 from ..core.checks import bad_value, check_int, check_seed

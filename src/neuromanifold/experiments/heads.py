@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 
 from ..core.architecture import Architecture
-from ..core.catalogue import ambient_bound
+from ..core.formulas import ambient_bound
 from ..core.checks import bad_value, check_int
 
 

@@ -40,7 +40,7 @@ def compute_item(item: dict) -> dict:
 
 def _base_row(item: dict) -> dict:
     """Row fields known before computing: the item, its parameter count and closed forms."""
-    from ..core.block_formulas import block_formula  # noqa: PLC0415
+    from ..core.formulas import block_formula  # noqa: PLC0415
     from ..core.formulas import effective_width, expected_dim  # noqa: PLC0415
 
     arch = item_architecture(item)

@@ -10,7 +10,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from ..core.block_formulas import NO_FORMULA
+from ..core.formulas import NO_FORMULA
 from ..core.checks import bad_value
 from ..core.limits import check_output_folder
 from ..dimension.result import SETTLED_STATUSES
