@@ -40,7 +40,7 @@ _EXPORTS = {
     "classify_layer": "geometry.classify",
     "read_weights": "io.weightfiles",
     "write_weights": "io.weightfiles",
-    "results_frame": "io.frames",
+    "results_frame": "sweeps.frames",
     "PointRank": "dimension.point",
     "NeuromanifoldError": "errors",
     "InputError": "errors",
@@ -107,5 +107,5 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function
     from .dimension.point import PointRank
-    from .io.frames import results_frame
+    from .sweeps.frames import results_frame
     from .io.weightfiles import read_weights, write_weights

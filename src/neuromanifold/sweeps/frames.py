@@ -38,8 +38,8 @@ def results_frame(results: str | os.PathLike | Iterable) -> "pandas.DataFrame": 
                                   "got no module 'pandas'. Install it with `pip install pandas` "
                                   "(or the package's `test` extra).") from None
     if isinstance(results, (str, os.PathLike)):
-        from ..sweeps.report import CSV_COLUMNS, report_rows  # noqa: PLC0415
-        from ..sweeps.store import read_results  # noqa: PLC0415
+        from .report import CSV_COLUMNS, report_rows  # noqa: PLC0415
+        from .store import read_results  # noqa: PLC0415
 
         rows = report_rows(read_results(Path(results)))
         return pandas.DataFrame(rows, columns=list(CSV_COLUMNS)).convert_dtypes()
