@@ -11,7 +11,7 @@ from neuromanifold.core.parameters import flatten, random_inputs, random_weights
 from neuromanifold.dimension import elimination, memory
 from neuromanifold.dimension.gauge import gauge_split
 from neuromanifold.dimension.jacobians import jacobian
-from neuromanifold.dimension.rank import matrix_rank, unit_scaled
+from neuromanifold.core.rank import matrix_rank, unit_scaled
 from neuromanifold.errors import InputError
 
 

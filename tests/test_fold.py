@@ -56,8 +56,8 @@ def test_rows_folded_into_a_triangular_factor_give_the_same_rank(widths, keys, t
         folds.append(self.rows)
         original(self)
 
-    monkeypatch.setattr(numerical, "_KEEP_ROWS_BYTES", 8 * 40 * 60)
-    monkeypatch.setattr(numerical, "_FOLD_ROWS_BYTES", 8 * 30 * 60)
+    monkeypatch.setattr(numerical, "NUMERICAL_KEEP_ROWS_BYTES", 8 * 40 * 60)
+    monkeypatch.setattr(numerical, "NUMERICAL_FOLD_ROWS_BYTES", 8 * 30 * 60)
     monkeypatch.setattr(numerical.LocalRows, "_to_triangular", counted)
     folded = numerical_dim(arch, seed=4, route=route)
     assert len(folds) == 1

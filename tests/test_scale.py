@@ -133,19 +133,18 @@ def test_sweep_stores_items_over_budget_as_refused(tmp_path):
     assert status == "refused" and "estimated peak" in message
 
 
-def test_memory_restates_the_block_sizes_of_the_computing_modules():
-    """memory.py needs no torch, so it restates these; they must agree with the modules'."""
-    from neuromanifold.dimension import exact, fold, jacobians, numerical
+def test_the_computing_modules_read_their_block_sizes_from_memory():
+    """Each block size is defined once, in memory.py (torch-free), and the engines read it there."""
+    from neuromanifold.dimension import ball, dask_rank, exact, fold, jacobians, numerical
 
-    assert memory.NUMERICAL_ROW_BLOCK_BYTES == numerical._ROW_BLOCK_BYTES
-    assert memory.NUMERICAL_KEEP_ROWS_BYTES == numerical._KEEP_ROWS_BYTES
-    assert memory.NUMERICAL_FOLD_ROWS_BYTES == numerical._FOLD_ROWS_BYTES
-    assert memory.AUTODIFF_CHUNK_BYTES == jacobians._CHUNK_BYTES == gauge._CHUNK_BYTES
-    assert memory.EXACT_CHUNK_BYTES == exact._CHUNK_BYTES
-    assert memory.FOLD_PANEL == fold.PANEL
-    from neuromanifold.dimension import ball
-
-    assert memory.BALL_DEFAULT_PRECISION == ball.DEFAULT_PRECISION
+    assert numerical.NUMERICAL_ROW_BLOCK_BYTES is memory.NUMERICAL_ROW_BLOCK_BYTES
+    assert dask_rank.NUMERICAL_ROW_BLOCK_BYTES is memory.NUMERICAL_ROW_BLOCK_BYTES
+    assert numerical.NUMERICAL_KEEP_ROWS_BYTES is memory.NUMERICAL_KEEP_ROWS_BYTES
+    assert numerical.NUMERICAL_FOLD_ROWS_BYTES is memory.NUMERICAL_FOLD_ROWS_BYTES
+    assert jacobians._CHUNK_BYTES is gauge._CHUNK_BYTES is memory.AUTODIFF_CHUNK_BYTES
+    assert exact._CHUNK_BYTES is memory.EXACT_CHUNK_BYTES
+    assert fold.PANEL is memory.FOLD_PANEL
+    assert ball.DEFAULT_PRECISION is memory.BALL_DEFAULT_PRECISION
     for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
         n_tangents, upper = memory._upper_guess(arch)
         first = numerical.initial_samples(arch, upper)

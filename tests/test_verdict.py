@@ -3,7 +3,7 @@ and the engine's doubts into a status and notes (numerical engines and functiona
 
 import pytest
 
-from neuromanifold.dimension.rank import numerical_rank
+from neuromanifold.core.rank import numerical_rank
 from neuromanifold.dimension.verdict import MAX_LEAK, numerical_verdict, unsettled_message
 
 CLEAR = numerical_rank([3.0, 2.0, 1.0, 1e-15], 4, 4)           # rank 3, a 15-decade gap

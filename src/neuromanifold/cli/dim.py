@@ -62,7 +62,7 @@ def dim(
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     check_seed(seed)
     timeout = check_timeout(timeout)
-    from ..core.checks import check_backend  # noqa: PLC0415
+    from ..core.scheduler import check_backend  # noqa: PLC0415
 
     backend = check_backend(backend.lower(), scheduler)
     if hf_config is not None or shrink is not None:

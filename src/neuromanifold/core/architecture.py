@@ -187,11 +187,9 @@ class Architecture:
         """(name, shape, offset) of every block of the flat parameter vector, in order.
 
         The order is Q_1, K_1, V_1, Q_2, K_2, V_2, ...; each block is flattened row-major.
-        Block networks use `core.blocks.block_layout` (documented there).
+        Block networks use `block_layout` (below).
         """
         if self.is_block:
-            from .blocks import block_layout  # noqa: PLC0415
-
             return block_layout(self)
         layout, offset = [], 0
         for i, shapes in enumerate(self.layer_shapes(), start=1):
@@ -250,3 +248,47 @@ class Architecture:
         if self.norm != "none":
             text += f" norm={self.norm}"
         return text
+
+
+def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
+    """(name, shape, offset) of every parameter block of a block network, in order.
+
+    Per layer i: g_i (d_{i-1} x 1, attention norm gain; only with a norm); for each head h:
+    Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
+    (v_i x d_{i-1}) and O_i_h (d_i x v_i); with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm
+    gain; only with a norm), P_i (m_i x d_i), U_i (d_i x m_i). Each block is flattened row-major.
+    The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
+    blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
+    """
+    layout, offset = [], 0
+
+    def add(name: str, shape: tuple[int, int]) -> None:
+        nonlocal offset
+        layout.append((name, shape, offset))
+        offset += shape[0] * shape[1]
+
+    for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
+        if arch.norm != "none":
+            add(f"g_{i}", (d_in, 1))
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            add(f"Q_{i}_{h}", (a, d_in))
+            add(f"K_{i}_{h}", (a, d_in))
+            if arch.values is None:
+                add(f"V_{i}_{h}", (d_out, d_in))
+            else:
+                add(f"W_{i}_{h}", (arch.values[i - 1], d_in))
+                add(f"O_{i}_{h}", (d_out, arch.values[i - 1]))
+        m = arch.mlp_widths[i - 1]
+        if m > 0:
+            if arch.norm != "none":
+                add(f"n_{i}", (d_out, 1))
+            add(f"P_{i}", (m, d_out))
+            add(f"U_{i}", (d_out, m))
+    return layout
+
+
+def check_architecture(arch: object) -> None:
+    """Raise the template error unless `arch` is an Architecture."""
+    if not isinstance(arch, Architecture):
+        raise bad_type("arch", "an Architecture", type(arch).__name__,
+                       "Build one with Architecture(widths=..., keys=..., tokens=...).")

@@ -25,41 +25,12 @@ import math
 import numpy as np
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_architecture, check_seed
+from .architecture import Architecture, block_layout, check_architecture
+from .checks import bad_value, check_seed
 from .parameters import score_factor
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
-
-
-def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
-    """(name, shape, offset) of every parameter block of a block network, in order."""
-    layout, offset = [], 0
-
-    def add(name: str, shape: tuple[int, int]) -> None:
-        nonlocal offset
-        layout.append((name, shape, offset))
-        offset += shape[0] * shape[1]
-
-    for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
-        if arch.norm != "none":
-            add(f"g_{i}", (d_in, 1))
-        for h in range(1, arch.head_counts[i - 1] + 1):
-            add(f"Q_{i}_{h}", (a, d_in))
-            add(f"K_{i}_{h}", (a, d_in))
-            if arch.values is None:
-                add(f"V_{i}_{h}", (d_out, d_in))
-            else:
-                add(f"W_{i}_{h}", (arch.values[i - 1], d_in))
-                add(f"O_{i}_{h}", (d_out, arch.values[i - 1]))
-        m = arch.mlp_widths[i - 1]
-        if m > 0:
-            if arch.norm != "none":
-                add(f"n_{i}", (d_out, 1))
-            add(f"P_{i}", (m, d_out))
-            add(f"U_{i}", (d_out, m))
-    return layout
 
 
 def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:

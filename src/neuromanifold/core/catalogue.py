@@ -106,7 +106,7 @@ class TangentOps:
 
 
 def _float_kernel(M: torch.Tensor) -> torch.Tensor | None:
-    from ..dimension.rank import numerical_rank  # noqa: PLC0415
+    from .rank import numerical_rank  # noqa: PLC0415
 
     _, sv, vh = torch.linalg.svd(M, full_matrices=True)
     nr = numerical_rank(sv, *M.shape)

@@ -99,22 +99,6 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     return normalised  # type: ignore[return-value]
 
 
-def check_backend(backend: object, scheduler: object = None) -> str:
-    """`backend` ('local' or 'dask') validated, with `scheduler` given only for 'dask'."""
-    backend = check_choice("backend", backend, ("local", "dask"))
-    if scheduler is not None and not isinstance(scheduler, str):
-        raise bad_value("scheduler", "an address such as 'tcp://host:8786'", scheduler,
-                        "Pass the address the Dask scheduler prints when it starts.")
-    if scheduler is not None and backend != "dask":
-        raise bad_value("scheduler", "given only with --backend dask", scheduler,
-                        "Add --backend dask, or drop --scheduler.")
-    if scheduler is not None:
-        from .scheduler import check_scheduler_address  # noqa: PLC0415
-
-        check_scheduler_address(scheduler)
-    return backend
-
-
 def check_positive_float(name: str, value: object) -> float:
     """Return `value` as a float > 0."""
     try:
@@ -145,12 +129,3 @@ def check_weights_type(name: str, weights: object, kind: type | tuple[type, ...]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         raise bad_type(name, " or ".join(k.__name__ for k in kinds), type(weights).__name__,
                        "Build them with random_weights(arch) or read_weights(path).")
-
-
-def check_architecture(arch: object) -> None:
-    """Raise the template error unless `arch` is an Architecture."""
-    from .architecture import Architecture  # noqa: PLC0415  (architecture imports this module)
-
-    if not isinstance(arch, Architecture):
-        raise bad_type("arch", "an Architecture", type(arch).__name__,
-                       "Build one with Architecture(widths=..., keys=..., tokens=...).")

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from .architecture import Architecture
-from .checks import check_architecture
+from .architecture import Architecture, check_architecture
 
 FormulaStatus = Literal["proved", "conjecture", "none"]
 

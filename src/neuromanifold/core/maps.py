@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 
 from ..errors import InputError
-from .architecture import Architecture
-from .checks import check_architecture, check_weights_type
+from .architecture import Architecture, check_architecture
+from .checks import check_weights_type
 from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_architecture, check_int, check_seed
+from .architecture import Architecture, check_architecture
+from .checks import bad_value, check_int, check_seed
 from .seeds import seeded_generator
-from ..dimension.rank import numerical_rank
+from .rank import numerical_rank
 
 DTYPE = torch.float64
 # Integers up to this size survive float64 storage and the products the exact paths form

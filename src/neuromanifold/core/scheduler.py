@@ -18,7 +18,7 @@ import time
 from urllib.parse import urlsplit
 
 from ..errors import InputError
-from .checks import bad_value
+from .checks import bad_value, check_choice
 
 # Largest handshake a scheduler sends (a few hundred bytes of msgpack in practice).
 MAX_HANDSHAKE_BYTES = 1 << 20
@@ -102,3 +102,17 @@ def _read_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
             raise EOFError
         out += chunk
     return bytes(out)
+
+
+def check_backend(backend: object, scheduler: object = None) -> str:
+    """`backend` ('local' or 'dask') validated, with `scheduler` given only for 'dask'."""
+    backend = check_choice("backend", backend, ("local", "dask"))
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise bad_value("scheduler", "an address such as 'tcp://host:8786'", scheduler,
+                        "Pass the address the Dask scheduler prints when it starts.")
+    if scheduler is not None and backend != "dask":
+        raise bad_value("scheduler", "given only with --backend dask", scheduler,
+                        "Add --backend dask, or drop --scheduler.")
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
+    return backend

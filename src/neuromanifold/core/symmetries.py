@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from .architecture import Architecture
-from .checks import bad_value, check_architecture, check_weights_type
+from .architecture import Architecture, check_architecture
+from .checks import bad_value, check_weights_type
 from .parameters import LayerWeights
+from .rank import svd_driver
 
 
 def _check_layer(name: str, i: int, low: int, high: int) -> None:
@@ -115,3 +116,27 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
             block(row, f"V_{i}", shapes["V"])[:] = -weights.V[i - 1]
             labels.append(f"rescale layer {i}")
     return out, labels
+
+
+def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
+    """Float tangents dV_{j-1} = n e_s^T, n spanning ker [V_j; Q_j; K_j] (the read-out symmetry of
+    docs/hidden_directions.md), for lightning and softmax alike (layer j reads only [V; Q; K]_j Z).
+
+    The kernel is the span of the right singular vectors past the generic rank
+    min(d_j + 2 a_j, d_{j-1}); nothing is returned for a layer where d_{j-1} <= d_j + 2 a_j.
+    """
+    offsets = {name: offset for name, _, offset in arch.param_layout()}
+    ref = weights.V[0]
+    rows = []
+    for j in range(2, arch.n_layers + 1):
+        d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
+        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
+        if M.shape[0] >= d_in:
+            continue
+        kernel = torch.linalg.svd(M, full_matrices=True, driver=svd_driver(M)).Vh[M.shape[0]:]
+        block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
+        start = offsets[f"V_{j - 1}"]
+        for s_ in range(d_prev):
+            block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
+        rows.append(block.reshape(-1, arch.n_params))
+    return torch.cat(rows) if rows else torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device)

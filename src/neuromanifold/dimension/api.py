@@ -6,7 +6,7 @@ runs the route `plan_route` picks (the routes and their order are listed there);
 
 Methods:
   numerical  rank of the float64 Jacobian at a random point, decided by the gap rule
-             (`dimension.rank`); `ambiguous` when the gap is small or N did not saturate.
+             (`core.rank`); `ambiguous` when the gap is small or N did not saturate.
   exact      rank over F_p at a random point: a proven lower bound (polynomial networks).
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
              `certified` when they meet. Non-polynomial networks (softmax, relu/gelu/tanh MLPs,
@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..core.architecture import Architecture
+from ..core.architecture import Architecture, check_architecture
 from ..errors import ResourceError
-from ..core.checks import (METHODS, bad_value, check_architecture, check_backend, check_choice,
-                           check_int, check_min_gap, check_seed)
-from .rank import MIN_GAP_DECADES
+from ..core.checks import METHODS, bad_value, check_choice, check_int, check_min_gap, check_seed
+from ..core.scheduler import check_backend
+from ..core.rank import MIN_GAP_DECADES
 from .result import DimensionResult, Progress
 
 # A numerical rank of a non-polynomial network (softmax, blocks) whose singular-value gap is

@@ -29,8 +29,8 @@ import flint
 import numpy as np
 import torch
 
-from ..core.architecture import Architecture
-from ..core.checks import check_architecture, check_int, check_seed
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import check_int, check_seed
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
 from ..core.seeds import seeded_generator
@@ -39,13 +39,14 @@ from .exact import _staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian
 from ..errors import ComputationError
-from .rank import MIN_GAP_DECADES, numerical_rank
+from ..core.rank import MIN_GAP_DECADES, numerical_rank
 from .modular import (check_word_prime, hidden_symmetry_tangents, random_weights_mod_p,
                       staircase_rank_mod_p)
+from .memory import BALL_DEFAULT_PRECISION as DEFAULT_PRECISION
 from .result import DimensionResult, Progress
 
-# Working precision (bits) of the ball evaluation, and the most it is raised to (doubling).
-DEFAULT_PRECISION = 128
+# Working precision (bits) of the ball evaluation: DEFAULT_PRECISION (`memory`, whose estimates
+# read it too), and the most it is raised to (doubling).
 MAX_PRECISION = 1024
 # Weights and inputs are rounded to multiples of 2^-DYADIC_BITS: exact in float64 and in arb.
 DYADIC_BITS = 12

@@ -25,7 +25,7 @@ from ..core.seeds import seeded_generator
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .jacobians import KernelSplit
 from .numerical import check_gpu_memory, resolve_device, say_device
-from .rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
+from ..core.rank import MIN_GAP_DECADES, matrix_rank, numerical_rank, rank_rule, singular_values
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 from .saturation import saturation_counts, saturation_note
 from .verdict import numerical_verdict, unsettled_message

@@ -18,7 +18,7 @@ of the one with more rows: it stacks the other's rows under it and factors them 
 they are at most U, and otherwise folds the other's rows into it (NOTE [Folding a triangular
 factor]). A tree step thus holds its two inputs and a block of rows, 2 U^2 floats and a little,
 where a QR of the stacked pair held 5 U^2. The caller gathers the root and reads the rank from
-its singular values by the one rank rule (`dimension.rank`). A new batch of samples is a new
+its singular values by the one rank rule (`core.rank`). A new batch of samples is a new
 subtree whose root is combined with the previous R.
 
 NOTE: [Folding a triangular factor] Rows r0..r1 of an upper triangular (or trapezoidal) factor B
@@ -71,7 +71,7 @@ from ..core.architecture import Architecture
 from ..errors import InputError, ResourceError
 from .fold import fold_rows_
 from .memory import dask_fold_rows
-from .numerical import _ROW_BLOCK_BYTES
+from .memory import NUMERICAL_ROW_BLOCK_BYTES
 from .result import Progress
 
 # Workers of the LocalCluster started when no scheduler address is given (one thread each).
@@ -140,11 +140,11 @@ def _prepared(arch: Architecture, seed: int, threads: int | None):
     with _LOCK:
         if key not in _PREPARED:
             from ..core.parameters import flatten, random_weights  # noqa: PLC0415
-            from .numerical import _symmetry_split  # noqa: PLC0415
+            from .gauge import symmetry_split  # noqa: PLC0415
 
             weights = random_weights(arch, seed)
             _PREPARED.clear()
-            _PREPARED[key] = (flatten(weights), _symmetry_split(arch, weights))
+            _PREPARED[key] = (flatten(weights), symmetry_split(arch, weights))
         return _PREPARED[key]
 
 
@@ -310,7 +310,7 @@ class DaskRows:
         self.n_cols = arch.n_params - self.split_rank
         self.rows_per_sample = arch.tokens * arch.widths[-1]
         # The local path's block of samples, whose full Jacobian rows a worker computes at once.
-        self.block = max(1, _ROW_BLOCK_BYTES // (self.rows_per_sample * arch.n_params * 8))
+        self.block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (self.rows_per_sample * arch.n_params * 8))
 
     def add(self, X: torch.Tensor) -> None:
         """Keep the samples X (N x d_0 x t floats) for the batch `factor` sends."""
@@ -319,7 +319,7 @@ class DaskRows:
     def scaled_factor(self, say: Progress) -> torch.Tensor:
         """`factor()` with unit columns, scaled in place (the client's own copy; the root stays on
         the cluster for the next batch), so that the client holds one U x U matrix."""
-        from .rank import unit_scaled  # noqa: PLC0415
+        from ..core.rank import unit_scaled  # noqa: PLC0415
 
         return unit_scaled(self.factor(say), dim=0, inplace=True)
 

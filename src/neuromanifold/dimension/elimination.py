@@ -46,7 +46,7 @@ from ..core.parameters import unflatten
 from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import _finite
-from .rank import NumericalRank, numerical_rank, singular_values
+from ..core.rank import NumericalRank, numerical_rank, singular_values
 
 # Rows kept per sample after the sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import torch
 
 from ..errors import ComputationError
-from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_seed, check_int, check_positive_float
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import bad_value, check_seed, check_int, check_positive_float
 from .growth import grow_samples
 from .result import DimensionResult, Progress
 from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
@@ -25,9 +25,8 @@ from ..core.formulas import effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
+from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
 
-# Bytes of int64 Jacobian rows (and their reverse-mode intermediates) built in one chunk.
-_CHUNK_BYTES = 256 * 2 ** 20
 # Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their two flint
 # copies): 72^4 / 24^3, t = 16 needs 4.5 GiB for its first pass.
 DEFAULT_MAX_BYTES = 8 * 2 ** 30

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-# Columns of R per panel (one block reflector each).
-PANEL = 64
+from .memory import FOLD_PANEL as PANEL  # columns of R per panel (one block reflector each)
+
 # Bytes of companion columns updated at once (the panel's b x chunk temporaries).
 _CHUNK_BYTES = 64 * 2 ** 20
 

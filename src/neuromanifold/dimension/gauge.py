@@ -29,7 +29,9 @@ from torch.func import jvp, vmap
 from ..core.architecture import Architecture
 from ..core.maps import forward
 from ..core.parameters import LayerWeights, unflatten
-from .jacobians import jacobian
+from ..core.symmetries import readout_tangents_float, symmetry_tangents
+from .jacobians import KernelSplit, jacobian
+from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of forward-mode directions
 from .memory import gauge_applies, tangent_count  # noqa: F401  (torch-free; re-exported)
 
 # Largest condition number of a pivot submatrix accepted (its log10 is what the rank gap can
@@ -39,8 +41,6 @@ MAX_PIVOT_CONDITION = 1e6
 _CHECK_COVECTORS = 2
 # Samples of each block on which that check runs.
 _CHECK_SAMPLES = 2
-# Bytes one chunk of forward-mode directions may use for its intermediates.
-_CHUNK_BYTES = 512 * 2 ** 20
 
 
 def _pivot_columns(M: torch.Tensor) -> tuple[list[int], float]:
@@ -176,3 +176,17 @@ def gauge_split(arch: Architecture, weights: LayerWeights) -> GaugeSplit | None:
     keep[pivots] = False
     free = keep.nonzero().flatten().to(weights.V[0].device)
     return GaugeSplit(free, len(pivots), worst, weights)
+
+
+def symmetry_split(arch: Architecture, weights):
+    """Where the symmetry tangents are split off: a gauge (free columns, no tangent matrix;
+    below) where one applies, else R^P = span(tangents) + complement (float), the read-out
+    tangents included. The gauge's free columns still give the rank of J (the dropped columns are
+    determined by the free ones through the GL tangents); its bound omits the read-out symmetry,
+    so it is only looser there.
+    """
+    gauge = gauge_split(arch, weights)
+    if gauge is not None:
+        return gauge
+    tangents, _ = symmetry_tangents(arch, weights)
+    return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))

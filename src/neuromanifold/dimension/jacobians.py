@@ -14,10 +14,9 @@ from ..core.architecture import Architecture
 from ..core.finite import require_finite
 from ..core.maps import forward
 from ..core.parameters import unflatten
-from .rank import clearly_independent, numerical_rank, svd_driver, unit_scaled
+from ..core.rank import clearly_independent, numerical_rank, svd_driver, unit_scaled
+from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of Jacobian columns
 
-# Bytes one chunk of Jacobian columns may use for its intermediates.
-_CHUNK_BYTES = 512 * 2 ** 20
 
 
 def _chunk_columns(arch: Architecture, n_samples: int, itemsize: int) -> int:

@@ -26,14 +26,23 @@ DEFAULT_FRACTION = 0.8
 # Resident size of a process that has imported torch and the package (measured: 0.22-0.3 GiB).
 _BASE_BYTES = 300 * MIB
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
-# The block sizes of the computing modules, restated so that an estimate (and a refusal) needs
-# no torch import; tests/test_scale.py checks that they agree with the modules' own.
-NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB   # numerical._ROW_BLOCK_BYTES
-NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB     # numerical._KEEP_ROWS_BYTES
-NUMERICAL_FOLD_ROWS_BYTES = 512 * MIB   # numerical._FOLD_ROWS_BYTES
-AUTODIFF_CHUNK_BYTES = 512 * MIB        # jacobians._CHUNK_BYTES, gauge._CHUNK_BYTES
-EXACT_CHUNK_BYTES = 256 * MIB           # exact._CHUNK_BYTES
-FOLD_PANEL = 64                         # fold.PANEL
+# The block sizes of the computing modules, defined here (torch-free) and read by the modules, so
+# that an estimate (and a refusal) needs no torch import and cannot drift from what runs.
+# Bytes of Jacobian rows computed at once (`numerical`, `dask_rank`).
+NUMERICAL_ROW_BLOCK_BYTES = 256 * MIB
+# Bytes of Jacobian rows kept whole; past this they are folded into a triangular factor R with
+# R^T R = J^T J (same singular values), which costs one extra QR.
+NUMERICAL_KEEP_ROWS_BYTES = 3 * GIB
+# Once the rows outnumber the columns and no longer fit in NUMERICAL_KEEP_ROWS_BYTES, they are
+# kept as one n x n triangular factor, and new rows are folded into it (`fold.fold_rows_`)
+# whenever this many bytes of them have come: the factor, not the rows, is then what memory holds.
+NUMERICAL_FOLD_ROWS_BYTES = 512 * MIB
+# Bytes of Jacobian-vector products computed at once (`jacobians`, `gauge`).
+AUTODIFF_CHUNK_BYTES = 512 * MIB
+# Bytes of rows mod p built at once (`exact`).
+EXACT_CHUNK_BYTES = 256 * MIB
+# Columns of the panels `fold.fold_rows_` reflects at once.
+FOLD_PANEL = 64
 # Bytes of a factor's rows that a tree step of the rank on Dask copies and folds at once.
 DASK_FOLD_BLOCK_BYTES = 64 * MIB
 # From this many free columns on, `numerical_dim` (route "auto") eliminates the last value matrix
@@ -317,7 +326,7 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
 
 
 def _block_samples(arch: Architecture) -> int:
-    """Samples in one block of rows (`numerical._ROW_BLOCK_BYTES` of full Jacobian rows)."""
+    """Samples in one block of rows (`NUMERICAL_ROW_BLOCK_BYTES` of full Jacobian rows)."""
     return max(1, NUMERICAL_ROW_BLOCK_BYTES // (arch.tokens * arch.widths[-1] * arch.n_params * 8))
 
 
@@ -453,7 +462,8 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
 
 
-BALL_DEFAULT_PRECISION = 128  # ball.DEFAULT_PRECISION, restated so that no torch is imported
+# Bits of the ball arithmetic of the certified path (`ball.DEFAULT_PRECISION` reads it).
+BALL_DEFAULT_PRECISION = 128
 
 
 def certified_softmax_estimate(arch: Architecture, samples: int | None = None,

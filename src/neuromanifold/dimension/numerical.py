@@ -1,6 +1,6 @@
 """Numerical dimension: the float64 Jacobian rank at a random point, read by the gap rule.
 
-See docs/math for why the generic Jacobian rank is the dimension, and `dimension.rank` for the
+See docs/math for why the generic Jacobian rank is the dimension, and `core.rank` for the
 rule that decides a floating-point rank.
 """
 
@@ -12,33 +12,25 @@ import warnings
 
 import torch
 
-from ..core.architecture import Architecture
-from ..core.checks import (bad_value, check_architecture, check_backend, check_seed, check_choice,
-                           check_int, check_min_gap, check_positive_float)
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import (bad_value, check_seed, check_choice, check_int, check_min_gap,
+                           check_positive_float)
+from ..core.scheduler import check_backend
 from ..core.formulas import effective_width, expected_dim, general
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
-from ..core.symmetries import symmetry_tangents
-from .jacobians import KernelSplit
-from .memory import ELIMINATE_MIN_COLUMNS, elimination_samples
-from .rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
+from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
+                     NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
+from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
                    unit_scaled)
+from .gauge import symmetry_split
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 from .saturation import saturation_counts, saturation_note
 from .verdict import numerical_verdict, unsettled_message
 
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
-# Bytes of Jacobian rows computed at once.
-_ROW_BLOCK_BYTES = 256 * 2 ** 20
-# Bytes of Jacobian rows kept whole; past this they are folded into a triangular factor R with
-# R^T R = J^T J (same singular values), which costs one extra QR.
-_KEEP_ROWS_BYTES = 3 * 2 ** 30
-# Once the rows outnumber the columns and no longer fit in _KEEP_ROWS_BYTES, they are kept as one
-# n x n triangular factor, and new rows are folded into it (`fold.fold_rows_`) whenever this many
-# bytes of them have come: the factor, not the rows, is then what memory holds.
-_FOLD_ROWS_BYTES = 512 * 2 ** 20
 # How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
 # the last value matrix exactly ("eliminate", `dimension.elimination`; gauge networks only).
 # "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on (`dimension.memory`).
@@ -54,46 +46,6 @@ def resolve_device(device: str) -> torch.device:
         raise bad_value("device", "a device torch can see", "cuda",
                         "No CUDA GPU is visible to torch here; use --device cpu.")
     return torch.device(device)
-
-
-def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
-    """Float tangents dV_{j-1} = n e_s^T, n spanning ker [V_j; Q_j; K_j] (the read-out symmetry of
-    docs/hidden_directions.md), for lightning and softmax alike (layer j reads only [V; Q; K]_j Z).
-
-    The kernel is the span of the right singular vectors past the generic rank
-    min(d_j + 2 a_j, d_{j-1}); nothing is returned for a layer where d_{j-1} <= d_j + 2 a_j.
-    """
-    offsets = {name: offset for name, _, offset in arch.param_layout()}
-    ref = weights.V[0]
-    rows = []
-    for j in range(2, arch.n_layers + 1):
-        d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
-        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
-        if M.shape[0] >= d_in:
-            continue
-        kernel = torch.linalg.svd(M, full_matrices=True, driver=svd_driver(M)).Vh[M.shape[0]:]
-        block = torch.zeros((kernel.shape[0], d_prev, arch.n_params), dtype=ref.dtype, device=ref.device)
-        start = offsets[f"V_{j - 1}"]
-        for s_ in range(d_prev):
-            block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
-        rows.append(block.reshape(-1, arch.n_params))
-    return torch.cat(rows) if rows else torch.zeros((0, arch.n_params), dtype=ref.dtype, device=ref.device)
-
-
-def _symmetry_split(arch: Architecture, weights):
-    """Where the symmetry tangents are split off: a gauge (free columns, no tangent matrix;
-    `gauge.py`) where one applies, else R^P = span(tangents) + complement (float), the read-out
-    tangents included. The gauge's free columns still give the rank of J (the dropped columns are
-    determined by the free ones through the GL tangents); its bound omits the read-out symmetry,
-    so it is only looser there.
-    """
-    from .gauge import gauge_split  # noqa: PLC0415
-
-    gauge = gauge_split(arch, weights)
-    if gauge is not None:
-        return gauge
-    tangents, _ = symmetry_tangents(arch, weights)
-    return KernelSplit.from_tangents(torch.cat([tangents, readout_tangents_float(arch, weights)]))
 
 
 def check_gpu_memory(arch: Architecture, samples, max_memory, dev: torch.device,
@@ -233,7 +185,7 @@ class LocalRows:
         t0 = time.perf_counter()
         weights = random_weights(arch, seed, device=dev)
         self.params = flatten(weights)
-        self.split = _symmetry_split(arch, weights)
+        self.split = symmetry_split(arch, weights)
         self.seconds_split = time.perf_counter() - t0
         self.split_rank = self.split.rank
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
@@ -256,18 +208,18 @@ class LocalRows:
         self.kept.append(reduced)
         self.rows += reduced.shape[0]
         if self.triangular:
-            if sum(k.numel() for k in self.kept) * reduced.element_size() >= _FOLD_ROWS_BYTES:
+            if sum(k.numel() for k in self.kept) * reduced.element_size() >= NUMERICAL_FOLD_ROWS_BYTES:
                 self._fold_kept()
         elif self._grown_past_keep():
             self._to_triangular()
         self.seconds_jacobian += time.perf_counter() - t0
 
     def _grown_past_keep(self) -> bool:
-        """True when the rows outnumber the columns and outgrow `_KEEP_ROWS_BYTES`."""
+        """True when the rows outnumber the columns and outgrow `NUMERICAL_KEEP_ROWS_BYTES`."""
         pieces = ([self.R] if self.R is not None else []) + self.kept
         rows = sum(p.shape[0] for p in pieces)
         cols = pieces[0].shape[1] if pieces else 0
-        return rows >= cols > 0 and rows * cols * pieces[0].element_size() > _KEEP_ROWS_BYTES
+        return rows >= cols > 0 and rows * cols * pieces[0].element_size() > NUMERICAL_KEEP_ROWS_BYTES
 
     def _to_triangular(self) -> None:
         """Fold every row so far into an n x n triangular factor, a block at a time."""
@@ -277,7 +229,7 @@ class LocalRows:
         self.R, self.kept = None, []
         cols = pieces[0].shape[1]
         R = torch.zeros((cols, cols), dtype=pieces[0].dtype, device=pieces[0].device)
-        step = max(1, _FOLD_ROWS_BYTES // (cols * R.element_size()))
+        step = max(1, NUMERICAL_FOLD_ROWS_BYTES // (cols * R.element_size()))
         while pieces:
             piece = pieces.pop(0)
             for r0 in range(0, piece.shape[0], step):
@@ -299,7 +251,7 @@ class LocalRows:
         return unit_scaled(self.factor(say), dim=0)
 
     def factor(self, say: Progress) -> torch.Tensor:
-        """Every row so far, folded into a triangular factor past `_KEEP_ROWS_BYTES`."""
+        """Every row so far, folded into a triangular factor past `NUMERICAL_KEEP_ROWS_BYTES`."""
         if self.triangular:
             self._fold_kept()
             return self.R
@@ -309,7 +261,7 @@ class LocalRows:
             return self.R
         stacked = torch.cat(([self.R] if self.R is not None else []) + self.kept)
         self.kept = []
-        if stacked.numel() * stacked.element_size() > _KEEP_ROWS_BYTES:
+        if stacked.numel() * stacked.element_size() > NUMERICAL_KEEP_ROWS_BYTES:
             say(f"folding {stacked.shape[0]} rows into a triangular factor")
             stacked = torch.linalg.qr(stacked, mode="r").R
         self.R = stacked
@@ -334,12 +286,12 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rows_per_sample = arch.tokens * arch.widths[-1]
     first = initial_samples(arch, upper)
-    block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
+    block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
     elim = getattr(source, "eliminated", None)
     if elim is not None:
         n_cols = elim.columns
         first = elimination_samples(arch, n_cols)
-        block = max(1, _ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
+        block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (rows_per_sample * n_cols * 8))
         say(f"last value matrix eliminated: rank read on {n_cols} of the {upper} free columns")
     if samples is not None:
         target = samples

@@ -23,9 +23,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..core.architecture import Architecture
-from ..core.checks import (bad_value, check_architecture, check_choice, check_int, check_min_gap,
-                           check_seed)
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import bad_value, check_choice, check_int, check_min_gap, check_seed
 from ..core.display import Tabulated, architecture_text
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import LayerWeights, flatten
@@ -35,7 +34,7 @@ from .ball import (DEFAULT_PRECISION, ROW_FACTOR, _ball_jacobian_block, _dyadic,
                    upper_bound_at)
 from .fp import DEFAULT_PRIME
 from .jacobians import jacobian
-from .rank import MIN_GAP_DECADES, numerical_rank, rank_rule
+from ..core.rank import MIN_GAP_DECADES, numerical_rank, rank_rule
 from .result import Progress
 
 POINT_METHODS = ("auto", "numerical", "certified")

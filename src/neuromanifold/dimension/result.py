@@ -41,7 +41,7 @@ class DimensionResult(Tabulated):
     """The dimension of a neuromanifold and everything needed to judge it.
 
     `method` and `status` use the vocabulary of this module. For numerical results
-    `rank_rule` names the rule and tolerances that decided the rank (see `dimension.rank`).
+    `rank_rule` names the rule and tolerances that decided the rank (see `core.rank`).
     Invariant: dimension + fiber_dim == n_params.
 
     Example:

@@ -32,7 +32,7 @@ from ..core.seeds import seeded_rng
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.display import Tabulated
 from ..dimension.fp import DEFAULT_PRIME, rank_mod_p, rank_rational
-from ..dimension.rank import matrix_rank, numerical_rank, rank_rule, unit_scaled
+from ..core.rank import matrix_rank, numerical_rank, rank_rule, unit_scaled
 from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward_attention
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors
@@ -179,7 +179,7 @@ def classify_layer(weights: LayerWeights | AttentionWeights, *, tokens: int = 3,
 
     Math: singular <=> (rank A <= 1 and rank V <= 1) or phi = 0; boundary <=> critical <=>
     A = 0, V = 0 or rank [A | V^T] <= 1; smooth <=> not singular. Ranks are exact when all
-    entries are integers, numerical otherwise (the gap rule of `dimension.rank`; an ambiguous
+    entries are integers, numerical otherwise (the gap rule of `core.rank`; an ambiguous
     rank sets `ranks_settled` to False); the Jacobian rank of (A, V) -> phi likewise (exact
     over F_p, or float64 by the same rule). Critical points are those where the theorem's
     Jacobian rank falls below the generic n - 1 (for d = 1 the boundary form is every point,

@@ -30,10 +30,10 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..dimension.rank import numerical_rank
+from ..core.rank import numerical_rank
 from ..errors import InputError, InputTypeError
-from ..core.architecture import Architecture
-from ..core.checks import bad_value, check_architecture, check_choice, check_int, check_positive_float, check_seed
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import bad_value, check_choice, check_int, check_positive_float, check_seed
 from ..core.display import Tabulated, short_json
 from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward

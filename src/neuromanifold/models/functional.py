@@ -2,7 +2,7 @@
 
 The functional dimension of a module at generic parameters theta is the rank of the Jacobian of
 theta -> (module_theta(x_1), ..., module_theta(x_N)) for enough inputs x_n. It is computed in
-float64 and read by the one rank rule of `dimension.rank` (largest singular-value gap), exactly as
+float64 and read by the one rank rule of `core.rank` (largest singular-value gap), exactly as
 `neuromanifold_dim(method="numerical")` reads it for the paper's networks. The Jacobian is not
 rescaled column by column: a parameter the output ignores keeps a round-off column and cannot be
 promoted to a direction.
@@ -37,7 +37,7 @@ from ..core.seeds import seeded_generator
 from ..dimension.growth import default_max_samples, first_target, grow_by_half, grow_samples
 from ..dimension.jacobians import KernelSplit
 from ..dimension.numerical import resolve_device, say_device
-from ..dimension.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
+from ..core.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
 from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
 from ..dimension.verdict import numerical_verdict, unsettled_message
 from ..errors import ComputationError

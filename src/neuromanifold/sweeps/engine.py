@@ -49,7 +49,8 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     `max_memory` is each item's memory budget (`dimension.memory`); an item whose estimated peak
     exceeds it is stored with status `refused`.
     """
-    from ..core.checks import check_backend, check_choice  # noqa: PLC0415
+    from ..core.checks import check_choice  # noqa: PLC0415
+    from ..core.scheduler import check_backend  # noqa: PLC0415
 
     backend = check_backend(backend, scheduler)
     jobs = check_jobs(check_int("jobs", jobs, minimum=1, fix="Pass --jobs 2 (one per core)."))
