@@ -31,7 +31,7 @@ def bound_without_readout(arch, weights, p: int, use_old_count: bool) -> int:
 
     import neuromanifold.dimension.modular as mod
     from neuromanifold.core.symmetries import symmetry_tangents
-    from neuromanifold.dimension.exact import _staircase_boundaries
+    from neuromanifold.dimension.exact import staircase_boundaries
 
     new_block = mod.hidden_block_rank
     mod.hidden_block_rank = old_block if use_old_count else new_block
@@ -40,7 +40,7 @@ def bound_without_readout(arch, weights, p: int, use_old_count: bool) -> int:
         T = torch.cat([known % p, mod.hidden_symmetry_tangents(arch, weights, p)[0]])
     finally:
         mod.hidden_block_rank = new_block
-    return arch.n_params - mod.staircase_rank_mod_p(T, _staircase_boundaries(arch), p)[0]
+    return arch.n_params - mod.staircase_rank_mod_p(T, staircase_boundaries(arch), p)[0]
 
 
 def main() -> None:

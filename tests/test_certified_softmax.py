@@ -12,7 +12,7 @@ import torch
 from neuromanifold import Architecture, neuromanifold_dim, random_weights, rank_at_point
 from neuromanifold.cli import main
 from neuromanifold.core.parameters import LayerWeights, flatten
-from neuromanifold.dimension.ball import (_ball_jacobian_block, certified_softmax_dim, prove_rank_at,
+from neuromanifold.dimension.ball import (ball_jacobian_block, certified_softmax_dim, prove_rank_at,
                                           rational_point, softmax_upper_bound)
 from neuromanifold.dimension.jacobians import jacobian
 from neuromanifold.dimension.numerical import numerical_dim
@@ -62,7 +62,7 @@ def test_ball_block_matches_autodiff(attention, tau):
     old = flint.ctx.prec
     flint.ctx.prec = 100
     try:
-        block = _ball_jacobian_block(arch, weights, X, rows, cols)
+        block = ball_jacobian_block(arch, weights, X, rows, cols)
         mid = np.array([[float(x.mid()) for x in row] for row in block])
         rad = max(float(x.rad()) for x in block.ravel())
     finally:

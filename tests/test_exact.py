@@ -194,13 +194,13 @@ def test_cli_bad_input_exit_2(capsys, args, message):
 
 def test_staircase_rank_and_free_columns():
     """Block-wise rank of the tangents equals the plain exact rank; J keeps its rank on free columns."""
-    from neuromanifold.dimension.exact import _staircase_boundaries
+    from neuromanifold.dimension.exact import staircase_boundaries
     from neuromanifold.dimension.modular import staircase_rank_mod_p
     arch = Architecture((3, 5, 4, 2), (2, 3, 2), 3)
     gen = torch.Generator().manual_seed(7)
     W = random_weights_mod_p(arch, P, gen)
     T, _, _ = all_symmetry_tangents(arch, W, P)
-    rank, pivots = staircase_rank_mod_p(T, _staircase_boundaries(arch), P)
+    rank, pivots = staircase_rank_mod_p(T, staircase_boundaries(arch), P)
     assert rank == rank_mod_p(T.numpy(), P) == len(pivots) == rank_mod_p(T[:, pivots].numpy(), P)
     J = full_jacobian_mod_p(arch, W, 12, P, gen)
     free = [c for c in range(arch.n_params) if c not in set(pivots)]

@@ -22,7 +22,7 @@ from .checks import check_weights_type
 from .parameters import AttentionWeights, LayerWeights, VirtualWeights
 
 
-def _mix(values: torch.Tensor, scores: torch.Tensor, arch: Architecture,
+def mix_values(values: torch.Tensor, scores: torch.Tensor, arch: Architecture,
          record: list | None = None) -> torch.Tensor:
     """Combine value columns with attention scores[..., j, i] over the aggregated index j.
 
@@ -38,7 +38,7 @@ def _mix(values: torch.Tensor, scores: torch.Tensor, arch: Architecture,
     return values @ scores
 
 
-def _scores(Z: torch.Tensor, left: torch.Tensor, right: torch.Tensor | None = None) -> torch.Tensor:
+def attention_scores(Z: torch.Tensor, left: torch.Tensor, right: torch.Tensor | None = None) -> torch.Tensor:
     """(Z^T left^T right Z) if `right` is given (left = Q, right = K), else Z^T left Z (left = A)."""
     Zt = Z.transpose(-1, -2)
     if right is None:
@@ -48,12 +48,12 @@ def _scores(Z: torch.Tensor, left: torch.Tensor, right: torch.Tensor | None = No
 
 def forward(arch: Architecture, weights: LayerWeights, X: torch.Tensor, *,
             record: list | None = None) -> torch.Tensor:
-    """phi_W(X), layer by layer from (Q_i, K_i, V_i) (Eqs. 1, 4, 15); `record` as in `_mix`."""
+    """phi_W(X), layer by layer from (Q_i, K_i, V_i) (Eqs. 1, 4, 15); `record` as in `mix_values`."""
     check_architecture(arch)
     check_weights_type("weights", weights, LayerWeights)
     Z = X
     for Q, K, V in zip(weights.Q, weights.K, weights.V):
-        Z = _mix(V @ Z, _scores(Z, Q, K), arch, record)
+        Z = mix_values(V @ Z, attention_scores(Z, Q, K), arch, record)
     return Z
 
 
@@ -61,7 +61,7 @@ def forward_attention(arch: Architecture, weights: AttentionWeights, X: torch.Te
     """phi_W(X), layer by layer from (A_i, V_i)."""
     Z = X
     for A, V in zip(weights.A, weights.V):
-        Z = _mix(V @ Z, _scores(Z, A), arch)
+        Z = mix_values(V @ Z, attention_scores(Z, A), arch)
     return Z
 
 
@@ -73,7 +73,7 @@ def forward_virtual(arch: Architecture, weights: VirtualWeights, X: torch.Tensor
     """
     Z = X
     for A in weights.A:
-        Z = _mix(Z, _scores(Z, A), arch)
+        Z = mix_values(Z, attention_scores(Z, A), arch)
     return weights.V @ Z
 
 
@@ -102,5 +102,5 @@ def forward_closed_form(arch: Architecture, weights: VirtualWeights, X: torch.Te
     out = X
     for v, transposed in closed_form_factors(arch.n_layers):
         A = weights.A[v - 1]
-        out = out @ _scores(X, A.T if transposed else A)
+        out = out @ attention_scores(X, A.T if transposed else A)
     return weights.V @ out

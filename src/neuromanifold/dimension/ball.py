@@ -35,7 +35,7 @@ from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
 from ..core.seeds import seeded_generator
 from ..core.symmetries import symmetry_tangents
-from .exact import _staircase_boundaries
+from .exact import staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian
 from ..errors import ComputationError
@@ -54,7 +54,7 @@ DYADIC_BITS = 12
 ROW_FACTOR = 3.0
 
 
-def _dyadic(t: torch.Tensor, bits: int = DYADIC_BITS) -> torch.Tensor:
+def to_dyadic(t: torch.Tensor, bits: int = DYADIC_BITS) -> torch.Tensor:
     return torch.round(t * 2.0 ** bits) / 2.0 ** bits
 
 
@@ -107,7 +107,7 @@ def upper_bound_at(arch: Architecture, weights: LayerWeights, p: int = DEFAULT_P
         weights = LayerWeights(*(tuple(to_residues(t, p) for t in group)
                                  for group in (weights.Q, weights.K, weights.V)))
     tangents, skipped = softmax_tangents_mod_p(arch, weights, p)
-    rank, _ = staircase_rank_mod_p(tangents, _staircase_boundaries(arch), p)
+    rank, _ = staircase_rank_mod_p(tangents, staircase_boundaries(arch), p)
     notes = [f"hidden kernel block skipped (soundness check failed): {s}" for s in skipped]
     return arch.n_params - rank, notes
 
@@ -122,7 +122,7 @@ def softmax_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_
 
 # ---------------------------------------------------------------------------- lower bound
 
-def _arb(a) -> np.ndarray:
+def arb_array(a) -> np.ndarray:
     """float64 array -> object array of exact arb balls."""
     return np.frompyfunc(flint.arb, 1, 1)(np.asarray(a, dtype=np.float64))
 
@@ -138,7 +138,7 @@ def _left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
     return out.reshape(M.nrows(), r, t).transpose(1, 0, 2)
 
 
-def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tensor,
+def ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tensor,
                          rows: list[int], cols: list[int]) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n at (weights, X), in arb at the current precision.
 
@@ -156,9 +156,9 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
                 owner.append((int(name[2:]), name[0], r, s))
                 break
     per_sample = arch.widths[-1] * arch.tokens
-    Qs = [_arb(q.numpy()) for q in weights.Q]
-    Ks = [_arb(k.numpy()) for k in weights.K]
-    Vs = [_arb(v.numpy()) for v in weights.V]
+    Qs = [arb_array(q.numpy()) for q in weights.Q]
+    Ks = [arb_array(k.numpy()) for k in weights.K]
+    Vs = [arb_array(v.numpy()) for v in weights.V]
     Qm, Km, Vm = ([flint.arb_mat(m.tolist()) for m in group] for group in (Qs, Ks, Vs))
     inv_tau = 1 / flint.arb(float(arch.temperature))
     softmax = arch.attention == "softmax"
@@ -169,7 +169,7 @@ def _ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Ten
         n, rest = divmod(row, per_sample)
         by_sample.setdefault(n, []).append((out_row, rest))
     for n, wanted in by_sample.items():
-        Z = _arb(X[n].numpy())
+        Z = arb_array(X[n].numpy())
         dZ = np.zeros((n_dir,) + Z.shape, dtype=object)
         for layer, (Q, K, V) in enumerate(zip(Qs, Ks, Vs), start=1):
             U, W, Y = Q @ Z, K @ Z, V @ Z
@@ -242,7 +242,7 @@ def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, ta
     """
     if J is None:
         J = jacobian(arch, flatten(weights), X)
-    return prove_rank(J, target, lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols),
+    return prove_rank(J, target, lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols),
                       precision=precision, progress=progress)
 
 
@@ -351,10 +351,10 @@ def rational_point(arch: Architecture, seed: int, n_samples: int
     so that a small temperature's small Q_i, K_i are not rounded to zero."""
     w = random_weights(arch, seed)
     c = score_factor(arch)
-    weights = LayerWeights(tuple(_dyadic(t / c) * c for t in w.Q), tuple(_dyadic(t / c) * c for t in w.K),
-                           tuple(_dyadic(t) for t in w.V))
+    weights = LayerWeights(tuple(to_dyadic(t / c) * c for t in w.Q), tuple(to_dyadic(t / c) * c for t in w.K),
+                           tuple(to_dyadic(t) for t in w.V))
     gen = seeded_generator(seed, "certified-inputs")
-    X = _dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
+    X = to_dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64))
     return weights, X
 
@@ -374,7 +374,7 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
     def point(seed: int, n: int):
         weights, X = rational_point(arch, seed, n)
         return (jacobian(arch, flatten(weights), X),
-                lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols))
+                lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols))
 
     return certify_rank(arch, upper_bound, point, seed=seed, samples=samples, precision=precision,
                         prime=prime, progress=progress, formula=expected_dim(arch),

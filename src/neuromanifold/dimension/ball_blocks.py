@@ -40,7 +40,7 @@ from ..core.catalogue import FLOAT_OPS, tangent_rows
 from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
-from .ball import (DEFAULT_PRECISION, UndecidedBall, _arb, _dyadic, certify_rank,
+from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
                    to_residues)
 from .blocks_numerical import block_jacobian
 from .fp import DEFAULT_PRIME, check_prime
@@ -140,7 +140,7 @@ def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
     k = len(cols)
     params, seeds = {}, {}
     for name, shape, offset in block_layout(arch):
-        params[name] = _arb(blocks[name].numpy())
+        params[name] = arb_array(blocks[name].numpy())
         for j, c in enumerate(cols):
             if offset <= c < offset + shape[0] * shape[1]:
                 seeds.setdefault(name, []).append((j, *divmod(c - offset, shape[1])))
@@ -169,7 +169,7 @@ def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
 
     values, tangents = [], []
     for sample in X:
-        Z = _Dual(_arb(sample.numpy()), None)
+        Z = _Dual(arb_array(sample.numpy()), None)
         for i in range(1, arch.n_layers + 1):
             Zn = norm(f"g_{i}", Z)
             out = None
@@ -212,10 +212,10 @@ def rational_block_point(arch: Architecture, seed: int, n_samples: int
     Q and K blocks are rounded before their `score_factor` c (a power of two), as in
     `ball.rational_point`."""
     c = score_factor(arch)
-    blocks = {name: _dyadic(t / c) * c if name[0] in "QK" else _dyadic(t)
+    blocks = {name: to_dyadic(t / c) * c if name[0] in "QK" else to_dyadic(t)
               for name, t in random_block_weights(arch, seed).items()}
     gen = seeded_generator(seed, "certified-inputs")
-    X = _dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
+    X = to_dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
                             dtype=torch.float64))
     return blocks, X
 

@@ -41,11 +41,11 @@ from __future__ import annotations
 import torch
 
 from ..core.architecture import Architecture
-from ..core.maps import _mix, _scores
+from ..core.maps import mix_values, attention_scores
 from ..core.parameters import unflatten
 from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
-from .jacobians import _finite
+from .jacobians import finite_rows
 from ..core.rank import NumericalRank, numerical_rank, singular_values
 
 # Rows kept per sample after the sketch, in units of t(t - 1).
@@ -64,8 +64,8 @@ def last_input(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tor
     weights = unflatten(arch, params)
     Z = X
     for Q, K, V in list(zip(weights.Q, weights.K, weights.V))[:-1]:
-        Z = _mix(V @ Z, _scores(Z, Q, K), arch)
-    return _mix(Z, _scores(Z, weights.Q[-1], weights.K[-1]), arch)
+        Z = mix_values(V @ Z, attention_scores(Z, Q, K), arch)
+    return mix_values(Z, attention_scores(Z, weights.Q[-1], weights.K[-1]), arch)
 
 
 class LastValueElimination:
@@ -93,9 +93,9 @@ class LastValueElimination:
     def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(new rows of Y, tangent leak) for the samples X (appended to those seen before)."""
         n, t, d_l, d_in = X.shape[0], arch.tokens, arch.widths[-1], arch.widths[-2]
-        J = _finite(forward_columns(arch, params, X, self.other))          # rows (n, r, s)
+        J = finite_rows(forward_columns(arch, params, X, self.other))          # rows (n, r, s)
         J = J.reshape(n, d_l, t, self.columns)
-        W = _finite(last_input(arch, params, X)).transpose(1, 2)           # (n, s, c)
+        W = finite_rows(last_input(arch, params, X)).transpose(1, 2)           # (n, s, c)
         # One scale per (n, s): the norm of the d_l rows (n, :, s) of J on all free columns.
         scale = (J.square().sum(dim=(1, 3)) + d_l * W.square().sum(dim=2)).sqrt()
         scale = 1.0 / scale.clamp(min=torch.finfo(J.dtype).tiny)

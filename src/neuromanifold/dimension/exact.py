@@ -51,7 +51,7 @@ DEFAULT_MAX_BYTES = 8 * 2 ** 30
 # |free| = n_params - rank T = the upper bound. The exact rank of S J is therefore taken on those
 # columns only: an (upper bound)-wide matrix instead of an n_params-wide one.
 
-def _staircase_boundaries(arch: Architecture) -> list[int]:
+def staircase_boundaries(arch: Architecture) -> list[int]:
     """Column offsets where each row of each weight matrix starts, and n_params.
 
     Blocks this narrow keep every elimination step of `staircase_rank_mod_p` small: a symmetry
@@ -159,7 +159,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         tangents, _, skipped = all_symmetry_tangents(arch, weights, p)
         t1 = time.perf_counter()
         say(f"{tangents.shape[0]} symmetry tangents built mod p ({t1 - t0:.1f} s); exact rank ...")
-        tangent_rank, pivots = staircase_rank_mod_p(tangents, _staircase_boundaries(arch), p)
+        tangent_rank, pivots = staircase_rank_mod_p(tangents, staircase_boundaries(arch), p)
         t_jac += t1 - t0
         t_rank += time.perf_counter() - t1
         upper = arch.n_params - tangent_rank

@@ -41,7 +41,7 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     if n_rows < n:
         per_row = (n + X.shape[0] * arch.tokens * max(arch.widths) * 6 * arch.n_layers)
         chunk = max(1, min(n_rows, _CHUNK_BYTES // (per_row * params.element_size())))
-        return _finite(jacrev(f, chunk_size=chunk)(params))
+        return finite_rows(jacrev(f, chunk_size=chunk)(params))
 
     def column(direction: torch.Tensor) -> torch.Tensor:
         return jvp(f, (params,), (direction,))[1]
@@ -49,10 +49,10 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     chunk = _chunk_columns(arch, X.shape[0], params.element_size())
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
     cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
-    return _finite(torch.cat(cols).T)
+    return finite_rows(torch.cat(cols).T)
 
 
-def _finite(J: torch.Tensor) -> torch.Tensor:
+def finite_rows(J: torch.Tensor) -> torch.Tensor:
     require_finite(J, "the Jacobian entries", fix="Float64 cannot hold this network's values at "
                    "random weights; for lightning attention use the exact method (--method exact).")
     return J

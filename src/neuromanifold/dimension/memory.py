@@ -24,7 +24,7 @@ MIB = 2 ** 20
 # Share of the memory the kernel reports available used as the default budget.
 DEFAULT_FRACTION = 0.8
 # Resident size of a process that has imported torch and the package (measured: 0.22-0.3 GiB).
-_BASE_BYTES = 300 * MIB
+BASE_BYTES = 300 * MIB
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
 # The block sizes of the computing modules, defined here (torch-free) and read by the modules, so
 # that an estimate (and a refusal) needs no torch import and cannot drift from what runs.
@@ -261,7 +261,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
     y_rows = min(d_l * max(0, N * t - d_in), SKETCH_PER_SAMPLE * max(1, t * (t - 1)) * N)
     kept = y_rows * cols * 8
     held = _held_bytes(y_rows, cols)
-    parts = {"torch": _BASE_BYTES,
+    parts = {"torch": BASE_BYTES,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
              # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch; the
              # first reduction's complete orthogonal factor and its R
@@ -343,7 +343,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
     N = _first_samples(arch, _valid_samples(samples), min_samples)
     rows = N * per_sample
     cols = upper
-    parts = {"torch": _BASE_BYTES, **_row_block_parts(arch, min(N, _block_samples(arch)))}
+    parts = {"torch": BASE_BYTES, **_row_block_parts(arch, min(N, _block_samples(arch)))}
     factor = _factor_bytes(rows, cols)
     parts["rows and factorisation"] = factor
     held = parts.get("symmetry tangents", 0) / 3
@@ -363,7 +363,7 @@ def dask_client_estimate(arch: Architecture) -> MemoryEstimate:
     client; receiving R may briefly hold its serialised bytes beside it."""
     _, cols = _upper_guess(arch)
     r_bytes = cols * cols * 8
-    parts = {"torch": _BASE_BYTES, "dask client": DASK_CLIENT_BYTES,
+    parts = {"torch": BASE_BYTES, "dask client": DASK_CLIENT_BYTES,
              "R factor and its singular values": 2 * r_bytes}
     advice = (f"Use smaller --widths or --keys (the client factors a {cols} x {cols} matrix "
               "here)")
@@ -398,7 +398,7 @@ def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> Memo
     per_sample = arch.tokens * arch.widths[-1]
     N = _first_samples(arch, _valid_samples(samples), None)
     n_chunk = max(1, min(N, (2 * cols) // per_sample))
-    parts = {"torch": _BASE_BYTES, "dask worker": DASK_WORKER_BYTES,
+    parts = {"torch": BASE_BYTES, "dask worker": DASK_WORKER_BYTES,
              **_row_block_parts(arch, min(n_chunk, _block_samples(arch)))}
     # The factor and the fold's panel temporaries (the block of rows is the Jacobian block's).
     parts["chunk factor (U x U, rows added in place)"] = (cols * cols + 3 * FOLD_PANEL * cols) * 8
@@ -439,7 +439,7 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     N = samples if samples is not None else max(1, math.ceil((cols + max(8, 0.05 * cols)) / n_rows))
     rows = N * n_rows
     kept = rows * cols * 8
-    parts = {"torch": _BASE_BYTES}
+    parts = {"torch": BASE_BYTES}
     # One chunk of full-width rows with its reverse-mode intermediates (exact._sample_rows sizes
     # chunks to EXACT_CHUNK_BYTES), their concatenation and the kept columns.
     per_sample = n_rows * (P + 6 * max(arch.widths) * arch.tokens * arch.n_layers) * 8
@@ -486,7 +486,7 @@ def point_estimate(arch: Architecture, samples: int, certify: bool,
     values, the autodiff working set, and for a proof the r x r ball block and its copy."""
     P = arch.n_params
     rows = samples * arch.tokens * arch.widths[-1]
-    parts = {"torch": _BASE_BYTES, "Jacobian and its copies": 3 * rows * P * 8,
+    parts = {"torch": BASE_BYTES, "Jacobian and its copies": 3 * rows * P * 8,
              "autodiff": max(min(AUTODIFF_CHUNK_BYTES, rows * P * 8),
                              attention_work_bytes(arch, samples))}
     if certify:

@@ -30,7 +30,7 @@ from ..core.finite import largest_entry, require_finite
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
-from .ball import (DEFAULT_PRECISION, ROW_FACTOR, _ball_jacobian_block, _dyadic, prove_rank,
+from .ball import (DEFAULT_PRECISION, ROW_FACTOR, ball_jacobian_block, to_dyadic, prove_rank,
                    upper_bound_at)
 from .fp import DEFAULT_PRIME
 from .jacobians import jacobian
@@ -150,10 +150,10 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
             return jacobian(arch, flatten(weights), X)
 
         def evaluator(X):
-            return lambda rows, cols: _ball_jacobian_block(arch, weights, X, rows, cols)
+            return lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols)
     t_upper = time.perf_counter() - t_start
     gen = seeded_generator(seed, "point-inputs")
-    X = _dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
+    X = to_dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
     t0 = time.perf_counter()
     J = _finite_jacobian(jacobian_at, X, weights)
     sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))

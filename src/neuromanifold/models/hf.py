@@ -505,7 +505,7 @@ def measure_estimate(small: Spec, tokens: int):
     hidden rows, one column per parameter), its concatenation and QR factor, the identity its
     forward mode pushes through, and the least autodiff working set (per layer and head a
     t x t score matrix with its softmax and their tangents)."""
-    from ..dimension.memory import _BASE_BYTES, MemoryEstimate  # noqa: PLC0415
+    from ..dimension.memory import BASE_BYTES, MemoryEstimate  # noqa: PLC0415
 
     P = count(small)["n_params"]
     rows = tokens * small.hidden
@@ -513,7 +513,7 @@ def measure_estimate(small: Spec, tokens: int):
     jacobian = N * rows * P * 8
     widest = max(small.hidden, small.intermediate)
     work = N * small.layers * tokens * (3 * tokens * small.heads + 6 * widest) * 8
-    parts = {"torch": _BASE_BYTES, "Jacobian, stacked rows and QR": 3 * jacobian,
+    parts = {"torch": BASE_BYTES, "Jacobian, stacked rows and QR": 3 * jacobian,
              "identity of the forward mode": P * P * 8, "autodiff": work}
     advice = ("Use smaller --shrink sizes (heads, head_dim, intermediate, vocab, layers) or fewer "
               "--tokens")
