@@ -297,3 +297,31 @@ def test_block_exact_with_fixed_samples_is_stopped_like_the_paper_path():
     r = _quiet_dim(arch, "certified", samples=2)
     assert (r.dimension, r.status, r.failure_probability, r.upper_bound) == (24, "stopped", None, 76)
     assert any("N = 2 fixed by the caller" in n for n in r.notes)
+
+
+def test_one_map_in_four_arithmetics_agrees():
+    """block_forward is the one map: on small integer weights and inputs, its value in exact
+    Fractions equals the float64 value, is the F_p dual's value mod p, and lies in the ball."""
+    from fractions import Fraction
+
+    import flint
+    import numpy as np
+
+    from neuromanifold.dimension.ball_blocks import ball_block_forward
+
+    arch = Architecture((3, 3), 2, 2, heads=2, values=2, residual=True, mlp=3)
+    gen = torch.Generator().manual_seed(11)
+    blocks = {n: torch.randint(-2, 3, s, generator=gen).to(torch.float64)
+              for n, s, _ in block_layout(arch)}
+    X = torch.randint(-2, 3, (2, 3, 2), generator=gen).to(torch.float64)
+    as_fraction = np.frompyfunc(lambda v: Fraction(int(v)), 1, 1)
+    exact = block_forward(arch, {n: as_fraction(b.numpy()) for n, b in blocks.items()},
+                          as_fraction(X.numpy()))
+    floats = block_forward(arch, blocks, X)
+    assert np.array_equal(exact.astype(float), floats.numpy())      # small integers: no rounding
+    fp = forward_dual_mod_p(arch, {n: b.to(torch.int64).remainder(P) for n, b in blocks.items()},
+                            X.to(torch.int64).remainder(P), P).x
+    assert all(int(f) == int(e) % P for f, e in zip(fp.flatten().tolist(), exact.flat))
+    flint.ctx.prec = 128
+    balls, _ = ball_block_forward(arch, blocks, X, [0])
+    assert all(b.contains(flint.arb(int(e))) for b, e in zip(balls.flat, exact.flat))

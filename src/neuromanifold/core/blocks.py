@@ -132,39 +132,92 @@ def _einsum(spec: str, *operands):
     return torch.einsum(spec, *operands)
 
 
-def block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, *,
-                  record: list | None = None) -> torch.Tensor:
-    """phi_W(X) of a block network; X is (N, d_0, t) or (d_0, t) (see the module docstring).
+class Dual:
+    """A value x with its tangents dx (one per parameter direction, on a leading axis), or None
+    where x depends on no chosen direction: the forward-mode pair of the exact (`modular_blocks`,
+    residues mod p) and certified (`ball_blocks`, arb balls) arithmetics."""
 
-    `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
-    The same code runs over float64 tensors and, for lightning blocks without a norm, over numpy
-    object arrays of python-flint polynomials or residues (the degree engine, `degree.polymap`):
-    the torch path is unchanged, `_einsum` only dispatches on the operand type.
+    __slots__ = ("x", "dx")
+
+    def __init__(self, x, dx):
+        self.x, self.dx = x, dx
+
+
+class ArrayArithmetic:
+    """The block map's primitives on arrays: float64 tensors (autodiff applies) and numpy object
+    arrays of python-flint polynomials, residues or Fractions (the degree engine, exact fiber
+    tests). Z is (..., d, t) with tokens as columns; a parameter block M is (d_out, d_in).
+
+    An arithmetic is any object with these methods (`modular_blocks.FpDual`,
+    `ball_blocks.BallDual` are the others); `block_forward` is written against them once.
     """
+
+    def linear(self, M, Z):
+        """M Z."""
+        return _einsum("od,...dt->...ot", M, Z)
+
+    def scores(self, q, k):
+        """scores_ji = q_j^T k_i (q = Q z, k = K z)."""
+        return _einsum("...aj,...ai->...ji", q, k)
+
+    def softmax(self, scores, temperature: float):
+        """Column softmax of scores / temperature over the aggregated token j."""
+        return torch.softmax(scores / temperature, dim=-2)
+
+    def mix(self, values, scores):
+        """sum_j values_j scores_ji: each output token aggregates the value columns."""
+        return _einsum("...ej,...ji->...ei", values, scores)
+
+    def add(self, a, b):
+        return a + b
+
+    def norm(self, Z, gain, kind: str):
+        """gain * N(Z) per token (layernorm or rmsnorm)."""
+        return _normalise(Z, gain, kind)
+
+    def activate(self, x, kind: str):
+        return activate(x, kind)
+
+
+ARRAYS = ArrayArithmetic()
+
+
+def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = None,
+                  arithmetic=ARRAYS):
+    """phi_W(X) of a network; X is (N, d_0, t) or (d_0, t) (see the module docstring).
+
+    The one definition of the network map: every arithmetic runs this code, supplying only
+    its primitives (`ArrayArithmetic` documents them): float64 tensors (the default; autodiff
+    applies), numpy object arrays of polynomials or residues (`degree.polymap`), and the
+    forward-mode duals over F_p (`modular_blocks.FpDual`) and in arb balls
+    (`ball_blocks.BallDual`), whose `blocks` hold the parameters lifted to that arithmetic.
+    `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
+    """
+    ops = arithmetic
     Z = X
     for i in range(1, arch.n_layers + 1):
-        Zn = _normalise(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
-        out = 0
+        Zn = ops.norm(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
+        out = None
         for h in range(1, arch.head_counts[i - 1] + 1):
-            q = _einsum("ad,...dt->...at", blocks[f"Q_{i}_{h}"], Zn)
-            k = _einsum("ad,...dt->...at", blocks[f"K_{i}_{h}"], Zn)
-            scores = _einsum("...aj,...ai->...ji", q, k)      # scores_ji = z_j^T Q^T K z_i
+            q = ops.linear(blocks[f"Q_{i}_{h}"], Zn)
+            k = ops.linear(blocks[f"K_{i}_{h}"], Zn)
+            scores = ops.scores(q, k)                       # scores_ji = z_j^T Q^T K z_i
             if arch.attention == "softmax":
-                scores = torch.softmax(scores / arch.temperature, dim=-2)
+                scores = ops.softmax(scores, arch.temperature)
                 if record is not None:
                     record.append(scores)
             if f"V_{i}_{h}" in blocks:
-                values = _einsum("ed,...dt->...et", blocks[f"V_{i}_{h}"], Zn)
+                values = ops.linear(blocks[f"V_{i}_{h}"], Zn)
             else:
-                inner = _einsum("vd,...dt->...vt", blocks[f"W_{i}_{h}"], Zn)
-                values = _einsum("ev,...vt->...et", blocks[f"O_{i}_{h}"], inner)
-            out = out + _einsum("...ej,...ji->...ei", values, scores)
-        Z = Z + out if arch.residual else out
+                values = ops.linear(blocks[f"O_{i}_{h}"], ops.linear(blocks[f"W_{i}_{h}"], Zn))
+            head = ops.mix(values, scores)
+            out = head if out is None else ops.add(out, head)
+        Z = ops.add(Z, out) if arch.residual else out
         if arch.mlp_widths[i - 1] > 0:
-            Yn = _normalise(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
-            hidden = activate(_einsum("md,...dt->...mt", blocks[f"P_{i}"], Yn), arch.activation)
-            out = _einsum("dm,...mt->...dt", blocks[f"U_{i}"], hidden)
-            Z = Z + out if arch.residual else out
+            Yn = ops.norm(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
+            hidden = ops.activate(ops.linear(blocks[f"P_{i}"], Yn), arch.activation)
+            out = ops.linear(blocks[f"U_{i}"], hidden)
+            Z = ops.add(Z, out) if arch.residual else out
     return Z
 
 

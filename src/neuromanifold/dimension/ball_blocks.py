@@ -5,7 +5,7 @@ The same two bounds as the plain softmax model (`dimension.ball`):
 
 - Lower bound. At a rational point (dyadic named blocks and inputs), an r x r block of the
   Jacobian of W -> (phi_W(X_n))_n picked from the float64 Jacobian is evaluated again in ball
-  arithmetic: `block_forward` written out in arb, forward mode (a value and one tangent per
+  arithmetic: `block_forward` run in arb balls (`BallDual`), forward mode (a value and one tangent per
   chosen parameter direction) with the explicit derivatives of softmax, the norms (sqrt and
   division; eps = 1e-5 as a ball containing the exact decimal), gelu (erf form), tanh, x^2 and
   relu. A relu whose input ball contains 0 has no derivative there: the evaluation stops
@@ -19,9 +19,9 @@ The same two bounds as the plain softmax model (`dimension.ball`):
   matrices, kernels checked by rank), so rank_p <= rank over Q <= generic rank, as for the exact
   path.
 
-NOTE: [A third copy of the block map] `core.blocks.block_forward` is the definition; this copy
-evaluates it in balls. tests/test_certified_blocks.py checks that its midpoints agree with it
-and that its Jacobian columns contain the float64 autodiff ones.
+The map is `core.blocks.block_forward` itself, run in the `BallDual` arithmetic;
+tests/test_certified_blocks.py checks that the balls contain the float64 values and autodiff
+Jacobian columns.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.formulas import block_formula
-from ..core.blocks import (NORM_EPS, block_layout, check_block_weights, flatten_blocks,
-                           random_block_weights)
+from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, check_block_weights,
+                           flatten_blocks, random_block_weights)
 from ..core.catalogue import FLOAT_OPS, tangent_rows
 from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
@@ -55,48 +55,25 @@ _MAP = {name: np.frompyfunc(lambda x, n=name: getattr(x, n)(), 1, 1)
         for name in ("exp", "sqrt", "erf", "tanh")}
 
 
-class _Dual:
-    """Balls x (object array) and their tangents dx (one per direction, leading axis), or None."""
-
-    __slots__ = ("x", "dx")
-
-    def __init__(self, x: np.ndarray, dx: np.ndarray | None):
-        self.x, self.dx = x, dx
-
-
 def _plus(a, b):
     return b if a is None else a if b is None else a + b
 
 
-def _mm(A: _Dual, B: _Dual) -> _Dual:
+def _mm(A: Dual, B: Dual) -> Dual:
     """(A B, dA B + A dB); tangents broadcast over the leading direction axis."""
-    return _Dual(A.x @ B.x, _plus(None if A.dx is None else A.dx @ B.x,
-                                  None if B.dx is None else A.x @ B.dx))
+    return Dual(A.x @ B.x, _plus(None if A.dx is None else A.dx @ B.x,
+                                 None if B.dx is None else A.x @ B.dx))
 
 
-def _t(A: _Dual) -> _Dual:
-    return _Dual(A.x.T, None if A.dx is None else A.dx.transpose(0, 2, 1))
+def _t(A: Dual) -> Dual:
+    return Dual(A.x.T, None if A.dx is None else A.dx.transpose(0, 2, 1))
 
 
-def _add(A: _Dual, B: _Dual) -> _Dual:
-    return _Dual(A.x + B.x, _plus(A.dx, B.dx))
+def _pointwise(A: Dual, value: np.ndarray, slope: np.ndarray) -> Dual:
+    return Dual(value, None if A.dx is None else slope * A.dx)
 
 
-def _pointwise(A: _Dual, value: np.ndarray, slope: np.ndarray) -> _Dual:
-    return _Dual(value, None if A.dx is None else slope * A.dx)
-
-
-def _softmax(L: _Dual, inv_tau) -> _Dual:
-    """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL)."""
-    E = _MAP["exp"](L.x * inv_tau)
-    S = E / E.sum(axis=0, keepdims=True)
-    if L.dx is None:
-        return _Dual(S, None)
-    dL = L.dx * inv_tau
-    return _Dual(S, S * (dL - (S * dL).sum(axis=1, keepdims=True)))
-
-
-def _normalised(Z: _Dual, kind: str, eps) -> _Dual:
+def _normalised(Z: Dual, kind: str, eps) -> Dual:
     """(Z - mean) / sqrt(var + eps) (layernorm) or Z / sqrt(mean Z^2 + eps) per token, no gain."""
     d = Z.x.shape[0]
     c, dc = Z.x, Z.dx
@@ -106,88 +83,106 @@ def _normalised(Z: _Dual, kind: str, eps) -> _Dual:
     v = (c * c).sum(axis=0, keepdims=True) / d + eps
     s = 1 / _MAP["sqrt"](v)
     if dc is None:
-        return _Dual(c * s, None)
+        return Dual(c * s, None)
     ds = -(s / (2 * v)) * (2 * (c * dc).sum(axis=1, keepdims=True) / d)
-    return _Dual(c * s, dc * s + c * ds)
+    return Dual(c * s, dc * s + c * ds)
 
 
-def _activated(A: _Dual, kind: str) -> _Dual:
-    """s(A) entrywise with s' (square, relu, gelu in erf form, tanh)."""
-    x = A.x
-    if kind == "square":
-        return _pointwise(A, x * x, 2 * x)
-    if kind == "relu":
-        if any(not (e > 0 or e < 0) for e in x.flat):
-            raise UndecidedBall("a relu input ball contains 0 (no derivative decided)")
-        on = np.frompyfunc(lambda e: 1 if e > 0 else 0, 1, 1)(x)
-        return _pointwise(A, x * on, on)
-    if kind == "gelu":
-        root2 = flint.arb(2).sqrt()
-        cdf = (1 + _MAP["erf"](x / root2)) / 2
-        density = _MAP["exp"](-(x * x) / 2) / (2 * flint.arb.pi()).sqrt()
-        return _pointwise(A, x * cdf, cdf + x * density)
-    th = _MAP["tanh"](x)
-    return _pointwise(A, th, 1 - th * th)
+class Param:
+    """A parameter block in balls, with the chosen directions it owns: (j, row, column) for each
+    direction j that is the entry (row, column) of this block."""
+
+    __slots__ = ("x", "seeds")
+
+    def __init__(self, x: np.ndarray, seeds: list[tuple[int, int, int]]):
+        self.x, self.seeds = x, seeds
+
+
+class BallDual:
+    """The block map's primitives in arb balls in forward mode (`core.blocks.ArrayArithmetic`
+    lists them), for one sample (Z is d x t): a value and one tangent per chosen parameter
+    direction, with the explicit derivatives of softmax, the norms (sqrt and division; eps as a
+    ball containing the exact decimal), gelu (erf form), tanh, x^2 and relu. Parameters are
+    `Param`s; their seeded directions enter where the block is used."""
+
+    def __init__(self, k: int, temperature: float):
+        self.k = k
+        eps = Fraction(repr(NORM_EPS))
+        self.eps = flint.arb(eps.numerator) / eps.denominator
+        self.inv_tau = 1 / flint.arb(float(temperature))
+
+    def linear(self, M: Param, Z: Dual) -> Dual:
+        """M Z, with dM = the unit directions M owns."""
+        dx = (np.zeros((self.k,) + (M.x.shape[0], Z.x.shape[1]), dtype=object) if Z.dx is None
+              else M.x @ Z.dx)
+        for j, r, s in M.seeds:
+            dx[j, r] += Z.x[s]
+        return Dual(M.x @ Z.x, dx)
+
+    def scores(self, q: Dual, k: Dual) -> Dual:
+        return _mm(_t(q), k)
+
+    def softmax(self, L: Dual, temperature: float) -> Dual:
+        """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL)."""
+        E = _MAP["exp"](L.x * self.inv_tau)
+        S = E / E.sum(axis=0, keepdims=True)
+        if L.dx is None:
+            return Dual(S, None)
+        dL = L.dx * self.inv_tau
+        return Dual(S, S * (dL - (S * dL).sum(axis=1, keepdims=True)))
+
+    def mix(self, values: Dual, scores: Dual) -> Dual:
+        return _mm(values, scores)
+
+    def add(self, A: Dual, B: Dual) -> Dual:
+        return Dual(A.x + B.x, _plus(A.dx, B.dx))
+
+    def norm(self, Z: Dual, gain: Param, kind: str) -> Dual:
+        """g * N(Z), with dg = the unit directions g owns."""
+        hat = _normalised(Z, kind, self.eps)
+        g = gain.x
+        dx = np.zeros((self.k,) + hat.x.shape, dtype=object) if hat.dx is None else g * hat.dx
+        for j, r, _ in gain.seeds:
+            dx[j, r] += hat.x[r]
+        return Dual(g * hat.x, dx)
+
+    def activate(self, A: Dual, kind: str) -> Dual:
+        """s(A) entrywise with s' (square, relu, gelu in erf form, tanh)."""
+        x = A.x
+        if kind == "square":
+            return _pointwise(A, x * x, 2 * x)
+        if kind == "relu":
+            if any(not (e > 0 or e < 0) for e in x.flat):
+                raise UndecidedBall("a relu input ball contains 0 (no derivative decided)")
+            on = np.frompyfunc(lambda e: 1 if e > 0 else 0, 1, 1)(x)
+            return _pointwise(A, x * on, on)
+        if kind == "gelu":
+            root2 = flint.arb(2).sqrt()
+            cdf = (1 + _MAP["erf"](x / root2)) / 2
+            density = _MAP["exp"](-(x * x) / 2) / (2 * flint.arb.pi()).sqrt()
+            return _pointwise(A, x * cdf, cdf + x * density)
+        th = _MAP["tanh"](x)
+        return _pointwise(A, th, 1 - th * th)
 
 
 def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
                        cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """phi_W(X_n) and its derivatives along parameters `cols`, in arb at the current precision.
+    """phi_W(X_n) and its derivatives along parameters `cols`, in arb at the current precision:
+    `core.blocks.block_forward` run in the `BallDual` arithmetic, one sample at a time.
 
     `blocks` and X (N, d_0, t) are float64, read as the exact rationals they store. Returns
     object arrays of shape (N, d_l, t) and (N, len(cols), d_l, t).
     """
     k = len(cols)
-    params, seeds = {}, {}
+    params = {}
     for name, shape, offset in block_layout(arch):
-        params[name] = arb_array(blocks[name].numpy())
-        for j, c in enumerate(cols):
-            if offset <= c < offset + shape[0] * shape[1]:
-                seeds.setdefault(name, []).append((j, *divmod(c - offset, shape[1])))
-    eps = Fraction(repr(NORM_EPS))
-    eps = flint.arb(eps.numerator) / eps.denominator
-    inv_tau = 1 / flint.arb(float(arch.temperature))
-
-    def linear(name: str, Z: _Dual) -> _Dual:
-        """M Z for the parameter block M, with dM = the unit directions it owns."""
-        M = params[name]
-        dx = np.zeros((k,) + (M.shape[0], Z.x.shape[1]), dtype=object) if Z.dx is None else M @ Z.dx
-        for j, r, s in seeds.get(name, ()):
-            dx[j, r] += Z.x[s]
-        return _Dual(M @ Z.x, dx)
-
-    def norm(name: str, Z: _Dual) -> _Dual:
-        """g * N(Z), with dg = the unit directions g owns."""
-        if arch.norm == "none":
-            return Z
-        hat = _normalised(Z, arch.norm, eps)
-        g = params[name]
-        dx = np.zeros((k,) + hat.x.shape, dtype=object) if hat.dx is None else g * hat.dx
-        for j, r, _ in seeds.get(name, ()):
-            dx[j, r] += hat.x[r]
-        return _Dual(g * hat.x, dx)
-
+        seeds = [(j, *divmod(c - offset, shape[1])) for j, c in enumerate(cols)
+                 if offset <= c < offset + shape[0] * shape[1]]
+        params[name] = Param(arb_array(blocks[name].numpy()), seeds)
+    ops = BallDual(k, arch.temperature)
     values, tangents = [], []
     for sample in X:
-        Z = _Dual(arb_array(sample.numpy()), None)
-        for i in range(1, arch.n_layers + 1):
-            Zn = norm(f"g_{i}", Z)
-            out = None
-            for h in range(1, arch.head_counts[i - 1] + 1):
-                scores = _mm(_t(linear(f"Q_{i}_{h}", Zn)), linear(f"K_{i}_{h}", Zn))
-                if arch.attention == "softmax":
-                    scores = _softmax(scores, inv_tau)
-                if f"V_{i}_{h}" in blocks:
-                    value = linear(f"V_{i}_{h}", Zn)
-                else:
-                    value = linear(f"O_{i}_{h}", linear(f"W_{i}_{h}", Zn))
-                head = _mm(value, scores)
-                out = head if out is None else _add(out, head)
-            Z = _add(Z, out) if arch.residual else out
-            if arch.mlp_widths[i - 1] > 0:
-                hidden = _activated(linear(f"P_{i}", norm(f"n_{i}", Z)), arch.activation)
-                out = linear(f"U_{i}", hidden)
-                Z = _add(Z, out) if arch.residual else out
+        Z = block_forward(arch, params, Dual(arb_array(sample.numpy()), None), arithmetic=ops)
         values.append(Z.x)
         tangents.append(Z.dx if Z.dx is not None else np.zeros((k,) + Z.x.shape, dtype=object))
     return np.stack(values), np.stack(tangents)

@@ -8,8 +8,9 @@ Its exact rank is a proven lower bound on the dimension; the catalogue's tangent
 at the same point, give the upper bound n_params - rank_p(tangents), and for one layer the
 ambient bound of `catalogue.ambient_bound` gives a second one.
 
-NOTE: [A second copy of the block map] `core.blocks.block_forward` is the definition; this copy
-reduces every product mod p. tests/test_blocks.py checks that both agree on integer weights.
+The map is `core.blocks.block_forward` itself, run in the `FpDual` arithmetic (its primitives
+reduce every product mod p); tests/test_blocks.py checks the result against the float64 map on
+integer weights.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.formulas import block_formula
-from ..core.blocks import block_layout
+from ..core.blocks import Dual, block_forward, block_layout
 from ..core.catalogue import FAMILIES, TangentOps, ambient_bound, tangent_rows
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.seeds import seeded_generator
@@ -63,44 +64,54 @@ def random_blocks_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> dic
     return {name: random_residues(shape, p, gen) for name, shape, _ in block_layout(arch)}
 
 
-class _Dual:
-    """A residue tensor x with its tangents dx (one per parameter direction, leading axis)."""
-
-    __slots__ = ("x", "dx")
-
-    def __init__(self, x: torch.Tensor, dx: torch.Tensor | None):
-        self.x, self.dx = x, dx
-
-
-def _mm(A: _Dual, B: _Dual, p: int) -> _Dual:
+def _mm(A: Dual, B: Dual, p: int) -> Dual:
     """(A B, dA B + A dB) mod p; tangents broadcast over the leading direction axis."""
     x = matmul_mod(A.x, B.x, p)
     parts = [matmul_mod(A.dx, B.x, p) if A.dx is not None else None,
              matmul_mod(A.x, B.dx, p) if B.dx is not None else None]
     parts = [t for t in parts if t is not None]
     dx = None if not parts else (parts[0] if len(parts) == 1 else (parts[0] + parts[1]).remainder_(p))
-    return _Dual(x, dx)
+    return Dual(x, dx)
 
 
-def _add(A: _Dual, B: _Dual, p: int) -> _Dual:
-    dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(p)
-    return _Dual((A.x + B.x).remainder(p), dx)
+def _t(A: Dual) -> Dual:
+    return Dual(A.x.transpose(-1, -2), None if A.dx is None else A.dx.transpose(-1, -2))
 
 
-def _square(A: _Dual, p: int) -> _Dual:
-    """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
-    dx = None if A.dx is None else ((A.x * A.dx).remainder(p) * 2).remainder(p)
-    return _Dual((A.x * A.x).remainder(p), dx)
+class FpDual:
+    """The block map's primitives over F_p in forward mode (`core.blocks.ArrayArithmetic` lists
+    them): int64 residue tensors with their tangents, the product rule after every product.
+    Polynomial networks only (lightning, square MLPs, no norm): softmax and norms are not
+    polynomial and are never asked of it."""
 
+    def __init__(self, p: int):
+        self.p = p
 
-def _t(A: _Dual) -> _Dual:
-    return _Dual(A.x.transpose(-1, -2), None if A.dx is None else A.dx.transpose(-1, -2))
+    def linear(self, M: Dual, Z: Dual) -> Dual:
+        return _mm(M, Z, self.p)
+
+    def scores(self, q: Dual, k: Dual) -> Dual:
+        return _mm(_t(q), k, self.p)
+
+    def mix(self, values: Dual, scores: Dual) -> Dual:
+        return _mm(values, scores, self.p)
+
+    def add(self, A: Dual, B: Dual) -> Dual:
+        dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(self.p)
+        return Dual((A.x + B.x).remainder(self.p), dx)
+
+    def activate(self, A: Dual, kind: str) -> Dual:
+        """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
+        p = self.p
+        dx = None if A.dx is None else ((A.x * A.dx).remainder(p) * 2).remainder(p)
+        return Dual((A.x * A.x).remainder(p), dx)
 
 
 def forward_dual_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int,
-                       directions: tuple[int, int] | None = None) -> _Dual:
+                       directions: tuple[int, int] | None = None) -> Dual:
     """phi_W(X) mod p and, if `directions` = (start, stop), its derivative along parameters
-    start..stop-1 (shape (stop - start, N, d_l, t)). X: (N, d_0, t) residues."""
+    start..stop-1 (shape (stop - start, N, d_l, t)): `core.blocks.block_forward` run in the
+    `FpDual` arithmetic. X: (N, d_0, t) residues."""
     duals = {}
     for name, shape, offset in block_layout(arch):
         dx = None
@@ -112,26 +123,8 @@ def forward_dual_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
                 dx = torch.zeros((stop - start, 1) + shape, dtype=torch.int64)
                 idx = torch.arange(lo, hi)
                 dx.view(stop - start, size)[idx - start, idx - offset] = 1
-        duals[name] = _Dual(blocks[name], dx)
-    Z = _Dual(X, None)
-    for i in range(1, arch.n_layers + 1):
-        out = None
-        for h in range(1, arch.head_counts[i - 1] + 1):
-            q = _mm(duals[f"Q_{i}_{h}"], Z, p)
-            k = _mm(duals[f"K_{i}_{h}"], Z, p)
-            scores = _mm(_t(q), k, p)
-            if f"V_{i}_{h}" in duals:
-                values = _mm(duals[f"V_{i}_{h}"], Z, p)
-            else:
-                values = _mm(duals[f"O_{i}_{h}"], _mm(duals[f"W_{i}_{h}"], Z, p), p)
-            head = _mm(values, scores, p)
-            out = head if out is None else _add(out, head, p)
-        Z = _add(Z, out, p) if arch.residual else out
-        if arch.mlp_widths[i - 1] > 0:
-            hidden = _square(_mm(duals[f"P_{i}"], Z, p), p)
-            out = _mm(duals[f"U_{i}"], hidden, p)
-            Z = _add(Z, out, p) if arch.residual else out
-    return Z
+        duals[name] = Dual(blocks[name], dx)
+    return block_forward(arch, duals, Dual(X, None), arithmetic=FpDual(p))
 
 
 def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int
