@@ -18,7 +18,7 @@ from neuromanifold.core.formulas import expected_dim
 from neuromanifold.core.maps import forward
 from neuromanifold.core.parameters import random_weights
 from neuromanifold.dimension.api import neuromanifold_dim
-from neuromanifold.dimension.blocks_numerical import block_jacobian
+from neuromanifold.dimension.jacobians import block_jacobian
 from neuromanifold.dimension.modular import random_residues
 from neuromanifold.dimension.modular_blocks import forward_dual_mod_p, jacobian_mod_p
 
@@ -277,7 +277,7 @@ def test_heads_formula_excludes_one_output_width():
 def test_block_numerical_stops_at_a_cap_like_the_paper_path():
     """A block network's rank still growing at a time or sample cap is `stopped` (with the
     warning), never settled: the same verdict as the paper's path (test_numerical_dim)."""
-    from neuromanifold.dimension.blocks_numerical import block_numerical_dim  # noqa: PLC0415
+    from neuromanifold.dimension.numerical import numerical_dim as block_numerical_dim  # noqa: PLC0415
     from neuromanifold.dimension.result import AmbiguousRankWarning  # noqa: PLC0415
 
     arch = Architecture((3, 3), (2,), 3, heads=(3,), values=(3,))  # 45 < bound 48: needs 2 rounds

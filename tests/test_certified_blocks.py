@@ -18,7 +18,8 @@ from neuromanifold.dimension.ball import UndecidedBall, prove_rank
 from neuromanifold.dimension.ball_blocks import (ball_block_forward, ball_block_jacobian,
                                                  block_upper_bound, certified_block_dim,
                                                  rational_block_point)
-from neuromanifold.dimension.blocks_numerical import block_jacobian, block_numerical_dim
+from neuromanifold.dimension.jacobians import block_jacobian
+from neuromanifold.dimension.numerical import numerical_dim as block_numerical_dim
 from neuromanifold.io.weightfiles import write_block_weights
 
 # Pairwise-distinct sizes where the options allow (a residual needs equal widths).

@@ -64,3 +64,24 @@ def test_rows_folded_into_a_triangular_factor_give_the_same_rank(widths, keys, t
     assert (folded.dimension, folded.status, folded.n_samples) == (whole.dimension, whole.status, whole.n_samples)
     assert folded.dimension == whole.upper_bound
     assert abs(folded.gap - whole.gap) < 0.1
+
+
+def test_block_networks_fold_too(monkeypatch):
+    """Networks beyond the paper's model run in the same engine, so their rows are folded into
+    the triangular factor past the same thresholds: same rank, status and N as kept whole."""
+    arch = Architecture((5, 5, 5), 2, 3, "softmax", heads=2, residual=True, mlp=3, activation="gelu")
+    whole = numerical_dim(arch, seed=2)
+    folds = []
+    original = numerical.LocalRows._to_triangular
+
+    def counted(self):
+        folds.append(self.rows)
+        original(self)
+
+    monkeypatch.setattr(numerical, "NUMERICAL_KEEP_ROWS_BYTES", 8 * 150 * 120)
+    monkeypatch.setattr(numerical, "NUMERICAL_FOLD_ROWS_BYTES", 8 * 150 * 60)
+    monkeypatch.setattr(numerical.LocalRows, "_to_triangular", counted)
+    folded = numerical_dim(arch, seed=2)
+    assert len(folds) == 1
+    assert (folded.dimension, folded.status, folded.n_samples) == (whole.dimension, whole.status, whole.n_samples)
+    assert whole.status == "settled" and abs(folded.gap - whole.gap) < 0.1

@@ -177,8 +177,8 @@ def plan_route(problem: DimensionProblem) -> Route:
                  of the paper's model only);
       escalating non-polynomial networks by `certified` or `auto`: ball arithmetic, directly or
                  after a numerical pass with a thin gap (`_escalating`);
-      numerical  the float64 Jacobian rank (the paper's model: gauge, elimination, folds;
-                 block networks: autodiff of the block map);
+      numerical  the float64 Jacobian rank (`numerical.numerical_dim`, every network; the
+                 paper's model adds the gauge and elimination routes);
       exact      polynomial networks by `exact`, or `certified` / `auto`: the rank over F_p with
                  the symmetry upper bound (the paper's model: reverse pass mod p and gauge;
                  block networks: forward-mode duals over F_p).
@@ -220,21 +220,11 @@ def _numerical(problem: DimensionProblem, progress: Progress | None) -> Dimensio
     if device != "cuda":
         check_memory(numerical_estimate(arch, problem.samples), problem.max_memory,
                      skip=lambda: device == "auto" and _cuda_available())
-    return _float_dim(arch)(arch, samples=problem.samples, seed=problem.seed, device=device,
-                            min_gap=problem.min_gap, progress=progress,
-                            max_memory=problem.max_memory)
-
-
-def _float_dim(arch: Architecture):
-    """The numerical engine of `arch`: the paper's model's (gauge, elimination, folds, Dask,
-    `stopped`) or the block networks' (autodiff of the block map)."""
-    if arch.is_block:
-        from .blocks_numerical import block_numerical_dim  # noqa: PLC0415
-
-        return block_numerical_dim
     from .numerical import numerical_dim  # noqa: PLC0415
 
-    return numerical_dim
+    return numerical_dim(arch, samples=problem.samples, seed=problem.seed, device=device,
+                         min_gap=problem.min_gap, progress=progress,
+                         max_memory=problem.max_memory)
 
 
 def _exact(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
@@ -326,7 +316,7 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
     # Both routes build the float Jacobian first; the certified one adds the ball block.
     check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
                  max_memory, skip=on_gpu)
-    float_dim = _float_dim(arch)  # torch only past the check
+    from .numerical import numerical_dim as float_dim  # noqa: PLC0415  (torch only past the check)
 
     def certified_dim(arch, **kwargs):
         # flint only where a proof is computed: a numerical answer (on a GPU machine, say)

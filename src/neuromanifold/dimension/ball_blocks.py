@@ -42,7 +42,7 @@ from ..core.seeds import seeded_generator
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
                    to_residues)
-from .blocks_numerical import block_jacobian
+from .jacobians import block_jacobian
 from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
 from .modular_blocks import family_ranks_mod_p, fp_ops, random_blocks_mod_p

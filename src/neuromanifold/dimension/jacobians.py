@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.func import jacrev, jvp, vmap
+from torch.func import jacfwd, jacrev, jvp, vmap
 
 from ..core.architecture import Architecture
+from ..core.blocks import block_forward_flat
 from ..core.finite import require_finite
 from ..core.maps import forward
 from ..core.parameters import unflatten
-from ..core.rank import clearly_independent, numerical_rank, svd_driver, unit_scaled
+from ..core.rank import clearly_independent, matrix_rank, numerical_rank, svd_driver, unit_scaled
 from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of Jacobian columns
 
 
@@ -28,11 +29,15 @@ def _chunk_columns(arch: Architecture, n_samples: int, itemsize: int) -> int:
 def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
     """J = d vec(phi_W(X_1..X_N)) / dW, shape (N * d_l * t, n_params), rows ordered (n, d_l, t).
 
-    Forward mode (one jvp per parameter) when J has at least as many rows as columns, reverse
+    Networks beyond the paper's model (heads, values, residual, MLP, norms) take
+    `block_jacobian`. For the paper's model: forward mode (one jvp per parameter) when J has at least as many rows as columns, reverse
     mode (one vjp per output coordinate) otherwise; both batched with vmap, in chunks that keep
     the intermediates near 512 MiB, in the dtype and on the device of `params`.
     Raises ComputationError when an entry overflows (inf or nan): no rank is read from it.
     """
+    if arch.is_block:
+        return block_jacobian(arch, params, X)
+
     def f(w: torch.Tensor) -> torch.Tensor:
         return forward(arch, unflatten(arch, w), X).reshape(-1)
 
@@ -50,6 +55,27 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
     cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
     return finite_rows(torch.cat(cols).T)
+
+
+def block_jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """J of a network beyond the paper's model, by autodiff of `core.blocks.block_forward`
+    (reverse mode when J has fewer rows than columns, else forward mode); same shape and row
+    order as `jacobian`. Raises ComputationError when an entry overflows."""
+    def f(w):
+        return block_forward_flat(arch, w, X).reshape(-1)
+    rows = X.shape[0] * arch.widths[-1] * arch.tokens
+    return finite_rows((jacrev(f) if rows < arch.n_params else jacfwd(f))(params))
+
+
+def family_ranks(tangents: torch.Tensor, counts) -> dict[str, int]:
+    """Incremental numerical rank of each symmetry family (`counts`: (name, rows) in order)."""
+    ranks, start, previous = {}, 0, 0
+    for family, n in counts:
+        stop = start + n
+        total = matrix_rank(tangents[:stop]).rank if stop else 0
+        ranks[family] = total - previous
+        previous, start = total, stop
+    return ranks
 
 
 def finite_rows(J: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -16,7 +17,9 @@ from ..core.architecture import Architecture, check_architecture
 from ..core.checks import (bad_value, check_seed, check_choice, check_int, check_min_gap,
                            check_positive_float)
 from ..core.scheduler import check_backend
-from ..core.formulas import effective_width, expected_dim, general
+from ..core.blocks import block_forward, flatten_blocks, random_block_weights
+from ..core.catalogue import tangent_rows
+from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
@@ -25,6 +28,7 @@ from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
                    unit_scaled)
 from .gauge import symmetry_split
+from .jacobians import KernelSplit, family_ranks
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 from .saturation import saturation_counts, saturation_note
@@ -183,9 +187,22 @@ class LocalRows:
     def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto"):
         self.arch = arch
         t0 = time.perf_counter()
-        weights = random_weights(arch, seed, device=dev)
-        self.params = flatten(weights)
-        self.split = symmetry_split(arch, weights)
+        self.families = self.ambient = None
+        if arch.is_block:
+            # Heads, values, residual, MLP or norms: the registry's tangents split off in float,
+            # the ambient bound where one is known (NetworkRules below says what else differs).
+            blocks = random_block_weights(arch, seed, device=dev)
+            self.params = flatten_blocks(arch, blocks)
+            tangents, counts = tangent_rows(arch, {k: v.cpu() for k, v in blocks.items()})
+            self.families = family_ranks(tangents, counts)
+            self.split = KernelSplit.from_tangents(tangents.to(dev))
+            self.ambient = ambient_bound(arch)
+            self.probe = blocks
+        else:
+            weights = random_weights(arch, seed, device=dev)
+            self.params = flatten(weights)
+            self.split = symmetry_split(arch, weights)
+            self.probe = None
         self.seconds_split = time.perf_counter() - t0
         self.split_rank = self.split.rank
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
@@ -271,10 +288,56 @@ class LocalRows:
         """How the split read the rank, for the result's notes."""
         if self.eliminated is not None:
             return self.eliminated.note(self.leak, self.eliminated.input_rank())
+        if self.families is not None:
+            return ("symmetry families (incremental rank, float): "
+                    + ", ".join(f"{k}: {v}" for k, v in self.families.items() if v))
         return self.split.note(self.leak)
 
     def close(self) -> None:
         """Nothing to release here."""
+
+
+@dataclass(frozen=True)
+class NetworkRules:
+    """What the one numerical engine does differently for the paper's model and for networks
+    beyond it (heads, values, residual, MLP, norms), kept in one place.
+
+    upper       the bound the rank is compared with: the symmetry bound, and for networks beyond
+                the paper's model also the ambient bound where one is known;
+    least_first the least first N (beyond the paper's model: enough rows for every parameter);
+    min_batch   the fewest fresh samples that can show saturation (beyond: one, as that path
+                has always grown N: the N sequence decides the inputs, hence every documented
+                rank and gap);
+    piecewise   relu MLPs are piecewise analytic (`verdict`);
+    notes       the ambient bound, where one is used;
+    probe_one_token  softmax saturation is probed at t = 1 too (beyond the paper's model, as that
+                path always has: it can only make a reading less settled).
+    """
+
+    upper: int
+    bound_name: str
+    least_first: int
+    min_batch: int
+    piecewise: str | None
+    notes: list[str]
+    probe_one_token: bool = False
+
+    @classmethod
+    def of(cls, arch: Architecture, ambient: int | None, symmetry_upper: int) -> "NetworkRules":
+        if not arch.is_block:
+            return cls(symmetry_upper, "symmetry bound", 2, 2, None, [])
+        upper = symmetry_upper if ambient is None else min(symmetry_upper, ambient)
+        notes = [] if ambient is None else [f"ambient bound {ambient}; symmetry bound {symmetry_upper}"]
+        piecewise = "relu MLP" if arch.mlp is not None and arch.activation == "relu" else None
+        return cls(upper, "upper bound", min_samples_required(arch), 1, piecewise, notes, True)
+
+    def formulas(self, arch: Architecture) -> dict:
+        """The result's closed forms: the paper's, or `block_formula` beyond it."""
+        if not arch.is_block:
+            return {"formula": expected_dim(arch), "conjecture": effective_width(arch),
+                    "general": general(arch)}
+        formula = block_formula(arch)
+        return {"formula": formula, "conjecture": formula}
 
 
 def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, min_samples,
@@ -282,10 +345,12 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     """Grow N over the rows of `source` until the rank settles; the result of `numerical_dim`."""
     t_sym = source.seconds_split
     say(f"{source.split_rank} independent symmetry tangents split off ({t_sym:.1f} s)")
-    upper = arch.n_params - source.split_rank
-    n_cols = upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
+    symmetry_upper = arch.n_params - source.split_rank
+    n_cols = symmetry_upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
+    rules = NetworkRules.of(arch, getattr(source, "ambient", None), symmetry_upper)
+    upper = rules.upper
     rows_per_sample = arch.tokens * arch.widths[-1]
-    first = initial_samples(arch, upper)
+    first = first_target(upper, rows_per_sample, least=rules.least_first)
     block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
     elim = getattr(source, "eliminated", None)
     if elim is not None:
@@ -303,7 +368,9 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
 
     state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
     # The sources' point, for the saturation test (NOTE: [saturated softmax]); softmax only.
-    probe = random_weights(arch, seed) if arch.attention == "softmax" and arch.tokens > 1 else None
+    probe = None
+    if arch.attention == "softmax" and (arch.tokens > 1 or rules.probe_one_token):
+        probe = getattr(source, "probe", None) or random_weights(arch, seed)
 
     def add(n_done: int, n_target: int) -> None:
         state["n"] = n_target
@@ -314,7 +381,10 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
             if probe is not None:
                 record = []
                 with torch.no_grad():
-                    forward(arch, probe, X.cpu(), record=record)
+                    if arch.is_block:
+                        block_forward(arch, probe, X, record=record)
+                    else:
+                        forward(arch, probe, X.cpu(), record=record)
                 state["saturation"] = tuple(map(sum, zip(state["saturation"],
                                                          saturation_counts(record))))
             source.add(X)
@@ -349,7 +419,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
         fixed=samples is not None, next_target=grow_by_half,
         clear=clear, max_samples=max_samples,
-        max_seconds=max_seconds, say=say)
+        max_seconds=max_seconds, min_batch=rules.min_batch, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
     t_rank, leak = state["rank"], source.leak
     if source.backend is None:
@@ -363,19 +433,20 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     status, verdict_notes = numerical_verdict(
         nr, rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
         doubts=[input_doubt, saturation_note(state["saturation"], rank, upper)],
-        bound_name="symmetry bound")
-    notes = [source.note()] + verdict_notes
+        bound_name=rules.bound_name, piecewise=rules.piecewise)
+    notes = [source.note()] + rules.notes + verdict_notes
     message = unsettled_message(str(arch), rank, status, notes)
     if message:
         warnings.warn(message, AmbiguousRankWarning, stacklevel=2)
     total = time.perf_counter() - t_start
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
-        method="numerical", status=status, formula=expected_dim(arch),
-        conjecture=effective_width(arch), general=general(arch), upper_bound=upper, gap=nr.gap,
+        method="numerical", status=status, upper_bound=upper, gap=nr.gap,
+        lower_bound=rank if status == "lower-bound" else None,
         sigma_before=nr.sigma_before, sigma_after=nr.sigma_after, n_samples=n_done, seed=seed,
         device=str(dev), seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
                                           "total": total},
-        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes, backend=source.backend)
+        rank_rule=rank_rule(min_gap), rank_history=history, notes=notes, backend=source.backend,
+        symmetries=getattr(source, "families", None), **rules.formulas(arch))
 
 

@@ -1,7 +1,7 @@
 """The verdict on a float64 rank: its status and notes, from what was measured.
 
-One rule serves every numerical engine (`numerical.numerical_dim`, the block networks'
-`blocks_numerical.block_numerical_dim`) and `models.functional.functional_dim`. In order:
+One rule serves the numerical engine (`numerical.numerical_dim`, every network) and
+`models.functional.functional_dim`. In order:
 
 1. the singular-value gap must be clear (`rank.NumericalRank.is_ambiguous`), else `ambiguous`;
 2. the symmetry tangents must lie in the float kernel (leak at most `MAX_LEAK`), else `ambiguous`;
