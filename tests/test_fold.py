@@ -43,12 +43,8 @@ def test_fold_checks_shapes():
         fold_rows_(torch.zeros(3, 4, dtype=torch.float64), torch.zeros(2, 4, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("widths,keys,t,route", [((9, 8, 7), (3, 2), 5, "eliminate"), ((6, 5, 4), (2, 3), 4, "full")])
-def test_rows_folded_into_a_triangular_factor_give_the_same_rank(widths, keys, t, route, monkeypatch):
-    """With tiny keep/fold thresholds the rows go through the in-place triangular factor: same
-    rank, status and N as keeping them whole, gap within a tenth of a decade."""
-    arch = Architecture(widths, keys, t, "softmax")
-    whole = numerical_dim(arch, seed=4, route=route)
+def _count_folds(monkeypatch, keep: int, fold: int) -> list[int]:
+    """Tiny keep/fold thresholds for the engine; returns the list each fold appends its rows to."""
     folds = []
     original = numerical.LocalRows._to_triangular
 
@@ -56,9 +52,19 @@ def test_rows_folded_into_a_triangular_factor_give_the_same_rank(widths, keys, t
         folds.append(self.rows)
         original(self)
 
-    monkeypatch.setattr(numerical, "NUMERICAL_KEEP_ROWS_BYTES", 8 * 40 * 60)
-    monkeypatch.setattr(numerical, "NUMERICAL_FOLD_ROWS_BYTES", 8 * 30 * 60)
+    monkeypatch.setattr(numerical, "NUMERICAL_KEEP_ROWS_BYTES", keep)
+    monkeypatch.setattr(numerical, "NUMERICAL_FOLD_ROWS_BYTES", fold)
     monkeypatch.setattr(numerical.LocalRows, "_to_triangular", counted)
+    return folds
+
+
+@pytest.mark.parametrize("widths,keys,t,route", [((9, 8, 7), (3, 2), 5, "eliminate"), ((6, 5, 4), (2, 3), 4, "full")])
+def test_rows_folded_into_a_triangular_factor_give_the_same_rank(widths, keys, t, route, monkeypatch):
+    """With tiny keep/fold thresholds the rows go through the in-place triangular factor: same
+    rank, status and N as keeping them whole, gap within a tenth of a decade."""
+    arch = Architecture(widths, keys, t, "softmax")
+    whole = numerical_dim(arch, seed=4, route=route)
+    folds = _count_folds(monkeypatch, keep=8 * 40 * 60, fold=8 * 30 * 60)
     folded = numerical_dim(arch, seed=4, route=route)
     assert len(folds) == 1
     assert (folded.dimension, folded.status, folded.n_samples) == (whole.dimension, whole.status, whole.n_samples)
@@ -71,16 +77,7 @@ def test_block_networks_fold_too(monkeypatch):
     the triangular factor past the same thresholds: same rank, status and N as kept whole."""
     arch = Architecture((5, 5, 5), 2, 3, "softmax", heads=2, residual=True, mlp=3, activation="gelu")
     whole = numerical_dim(arch, seed=2)
-    folds = []
-    original = numerical.LocalRows._to_triangular
-
-    def counted(self):
-        folds.append(self.rows)
-        original(self)
-
-    monkeypatch.setattr(numerical, "NUMERICAL_KEEP_ROWS_BYTES", 8 * 150 * 120)
-    monkeypatch.setattr(numerical, "NUMERICAL_FOLD_ROWS_BYTES", 8 * 150 * 60)
-    monkeypatch.setattr(numerical.LocalRows, "_to_triangular", counted)
+    folds = _count_folds(monkeypatch, keep=8 * 150 * 120, fold=8 * 150 * 60)
     folded = numerical_dim(arch, seed=2)
     assert len(folds) == 1
     assert (folded.dimension, folded.status, folded.n_samples) == (whole.dimension, whole.status, whole.n_samples)
