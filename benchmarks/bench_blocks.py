@@ -25,13 +25,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from neuromanifold import Architecture
-    from neuromanifold.dimension.modular_blocks import block_exact_dim
+    from neuromanifold.dimension.exact import exact_dim
 
     d = args.width
     arch = Architecture((d, d, d), (d, d), 3, heads=(args.heads,) * 2, values=(d, d), residual=True,
                         mlp=(args.mlp,) * 2)
-    result = block_exact_dim(arch, certify=True, seed=args.seed,
-                             progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    result = exact_dim(arch, certify=True, seed=args.seed,
+                       progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
     print(f"architecture     {arch}")
     print(f"parameters       {arch.n_params}")
     print(f"dimension        {result.dimension} ({result.status}; upper bound {result.upper_bound})")

@@ -20,7 +20,7 @@ from neuromanifold.core.parameters import random_weights
 from neuromanifold.dimension.api import neuromanifold_dim
 from neuromanifold.dimension.jacobians import block_jacobian
 from neuromanifold.dimension.modular import random_residues
-from neuromanifold.dimension.modular_blocks import forward_dual_mod_p, jacobian_mod_p
+from neuromanifold.dimension.fp_dual import forward_dual_mod_p, jacobian_mod_p
 
 P = 2147483629
 

@@ -13,7 +13,7 @@ from neuromanifold.cli import main
 from neuromanifold.degree.engine import EXACT, STOPPED
 from neuromanifold.degree.msolve import count_solutions, parse_output
 from neuromanifold.degree.polymap import forward_objects, network_map, object_array
-from neuromanifold.dimension.modular_blocks import forward_dual_mod_p
+from neuromanifold.dimension.fp_dual import forward_dual_mod_p
 
 P = 1_073_741_789
 
@@ -77,7 +77,7 @@ def test_single_layer_degrees_match_segre_closed_forms(widths, keys, expected, f
 
 def test_polynomial_map_equals_mod_p_forward():
     """The one block forward over nmod_mpoly (W symbolic), evaluated at random F_p weights, and
-    over python ints, equals the mod-p forward of dimension/modular_blocks.py on the same weights
+    over python ints, equals the mod-p forward of dimension/fp_dual.py on the same weights
     and inputs (heads, factored values, residual + square MLP, two layers)."""
     import flint
 

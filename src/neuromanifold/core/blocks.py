@@ -134,7 +134,7 @@ def _einsum(spec: str, *operands):
 
 class Dual:
     """A value x with its tangents dx (one per parameter direction, on a leading axis), or None
-    where x depends on no chosen direction: the forward-mode pair of the exact (`modular_blocks`,
+    where x depends on no chosen direction: the forward-mode pair of the exact (`fp_dual`,
     residues mod p) and certified (`ball_blocks`, arb balls) arithmetics."""
 
     __slots__ = ("x", "dx")
@@ -148,7 +148,7 @@ class ArrayArithmetic:
     arrays of python-flint polynomials, residues or Fractions (the degree engine, exact fiber
     tests). Z is (..., d, t) with tokens as columns; a parameter block M is (d_out, d_in).
 
-    An arithmetic is any object with these methods (`modular_blocks.FpDual`,
+    An arithmetic is any object with these methods (`fp_dual.FpDual`,
     `ball_blocks.BallDual` are the others); `block_forward` is written against them once.
     """
 
@@ -189,7 +189,7 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
     The one definition of the network map: every arithmetic runs this code, supplying only
     its primitives (`ArrayArithmetic` documents them): float64 tensors (the default; autodiff
     applies), numpy object arrays of polynomials or residues (`degree.polymap`), and the
-    forward-mode duals over F_p (`modular_blocks.FpDual`) and in arb balls
+    forward-mode duals over F_p (`fp_dual.FpDual`) and in arb balls
     (`ball_blocks.BallDual`), whose `blocks` hold the parameters lifted to that arithmetic.
     `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
     """

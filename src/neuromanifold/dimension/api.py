@@ -234,11 +234,6 @@ def _exact(problem: DimensionProblem, progress: Progress | None) -> DimensionRes
     arch, certify = problem.arch, problem.method != "exact"
     check_memory(exact_estimate(arch, certify, problem.samples), problem.max_memory)
     options = {} if problem.prime is None else {"prime": problem.prime}
-    if arch.is_block:
-        from .modular_blocks import block_exact_dim  # noqa: PLC0415
-
-        return block_exact_dim(arch, certify=certify, samples=problem.samples, seed=problem.seed,
-                               progress=progress, **options)
     from .exact import exact_dim  # noqa: PLC0415
 
     return exact_dim(arch, certify=certify, samples=problem.samples, seed=problem.seed,

@@ -45,7 +45,7 @@ from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certi
 from .jacobians import block_jacobian
 from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
-from .modular_blocks import family_ranks_mod_p, fp_ops, random_blocks_mod_p
+from .fp_dual import family_ranks_mod_p, fp_ops, random_blocks_mod_p
 from .result import DimensionResult, Progress
 # Catalogue tangents must map to (almost) 0 under the float Jacobian at the rational point: a
 # guard against a catalogue bug, checked before the bound is used (the proof is the catalogue's).

@@ -5,6 +5,11 @@
 arithmetic (`modular.py`), and takes their exact rank over F_p (`exact.py`). No floating point
 is used on that path. With `certify=True` it also takes the exact rank of every known symmetry
 tangent at the same point, giving an upper bound.
+
+Routes: the paper's model (one head, unfactored values, no residual, MLP or norm) takes the
+reverse pass mod p with the gauge and the staircase rank above; every other polynomial network
+(heads, value widths, residuals, square MLPs) takes the forward-mode duals of `fp_dual` with the
+registry's tangents mod p (`_forward_dual_exact_dim`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,16 @@ from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
+from .fp_dual import degree_bound as dual_degree_bound
+from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
+from ..core.catalogue import tangent_rows
+from ..core.formulas import ambient_bound
+from ..core.formulas import block_formula
+from .fp import pivot_columns_mod_p
+
+# Measurements of the exact block rank before it stops (status `stopped`): each round adds half
+# of N, and a generic rank is met within two or three.
+_MAX_ROUNDS = 6
 
 # Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their two flint
 # copies): 72^4 / 24^3, t = 16 needs 4.5 GiB for its first pass.
@@ -131,6 +146,9 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     probability claimed). `rows` is the number of cotangents per sample (default about t^2 + t).
     """
     check_architecture(arch)
+    if arch.is_block:  # heads, values, residual, MLP: the forward-dual route (`fp_dual`)
+        return _forward_dual_exact_dim(arch, certify=certify, samples=samples, seed=seed,
+                                       progress=progress, prime=prime)
     if not arch.is_polynomial:
         raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
                         "Softmax networks are not polynomial; use method='numerical'.")
@@ -250,3 +268,106 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         seed=seed, prime=p, failure_probability=prob,
         seconds={"jacobian": t_jac, "rank": t_rank, "total": time.perf_counter() - t_start},
         rank_history=history, notes=notes)
+
+
+def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
+                            samples: int | None = None, seed: int = 0,
+                            progress: Progress | None = None,
+                            prime: int = DEFAULT_PRIME) -> DimensionResult:
+    """`exact_dim`'s route for networks beyond the paper's model (heads, values, residual, MLP):
+    the exact rank over F_p of the Jacobian from forward-mode duals (`fp_dual`) at a random
+    point; with `certify`, the registry's and the ambient upper bounds, `certified` when one of
+    them meets it.
+
+    N grows by half (`growth.grow_samples`) until the rank meets the upper bound (`certified`)
+    or a batch adds no rank (`lower-bound`, with a Schwartz-Zippel probability); N fixed by
+    `samples`, or `_MAX_ROUNDS` measurements, end it as `stopped` (a lower bound, no probability).
+    """
+    if not arch.is_polynomial:
+        raise bad_value("method", "'numerical' for networks that are not polynomial", "exact",
+                        "Use lightning attention, square activation and no norm, or --method numerical.")
+    seed = check_seed(seed)
+    p = check_word_prime(check_prime("prime", prime))
+    if samples is not None:
+        samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
+    say = progress or (lambda _msg: None)
+    t_start = time.perf_counter()
+    gen = seeded_generator(seed, "exact")
+    blocks = random_blocks_mod_p(arch, p, gen)
+    notes: list[str] = []
+    upper = symmetry_upper = families = None
+    free = None
+    t_sym = 0.0
+    if certify:
+        t0 = time.perf_counter()
+        tangents, counts = tangent_rows(arch, blocks, fp_ops(p))
+        tangents = tangents.remainder(p)
+        families = family_ranks_mod_p(tangents, counts, p)
+        pivots = pivot_columns_mod_p(tangents.numpy(), p) if tangents.shape[0] else []
+        symmetry_upper = arch.n_params - len(pivots)
+        keep = torch.ones(arch.n_params, dtype=torch.bool)
+        keep[pivots] = False
+        free = keep.nonzero().flatten()
+        t_sym = time.perf_counter() - t0
+        say(f"upper bound n_params - rank_p(tangents) = {symmetry_upper} ({t_sym:.1f} s)")
+    ambient = ambient_bound(arch)
+    bounds = [b for b in (symmetry_upper, ambient if certify else None) if b is not None]
+    upper = min(bounds) if bounds else None
+    target = arch.n_params if upper is None else upper
+    rows_per_sample = arch.widths[-1] * arch.tokens
+    n_target = samples or max(1, math.ceil((target + max(8, 0.05 * target)) / rows_per_sample))
+    matrices: list[torch.Tensor] = []
+    clock = {"jacobian": 0.0, "rank": 0.0, "n": 0}
+
+    def add(n_done: int, n_target: int) -> None:
+        t0 = time.perf_counter()
+        X = random_residues((n_target - n_done, arch.widths[0], arch.tokens), p, gen)
+        J = jacobian_mod_p(arch, blocks, X, p)
+        if certify and not matrices and tangents.shape[0]:
+            # Every tangent must lie in ker J before its columns are dropped (NOTE in exact.py).
+            if bool(matmul_mod(J[:64], tangents.T.contiguous(), p).any()):
+                raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
+                                       "the upper bound would be unsound (a bug; please report it).")
+        matrices.append(J if free is None else J[:, free])
+        clock["jacobian"] += time.perf_counter() - t0
+        clock["n"] = n_target
+
+    def measure() -> int:
+        t1 = time.perf_counter()
+        matrix = torch.cat(matrices)
+        rank = rank_mod_p(matrix.numpy(), p)
+        clock["rank"] += time.perf_counter() - t1
+        say(f"N = {clock['n']}: exact rank over F_p {rank} ({matrix.shape[0]} x {matrix.shape[1]})")
+        return rank
+
+    grown = grow_samples(n_target, add, measure, upper=upper, fixed=samples is not None,
+                         next_target=lambda n_done, _rank: n_done + max(2, math.ceil(0.5 * n_done)),
+                         max_rounds=_MAX_ROUNDS, say=say)
+    rank, n_done, history = grown.rank, grown.n_done, grown.history
+    t_jac, t_rank = clock["jacobian"], clock["rank"]
+    certified = upper is not None and rank == upper
+    saturated = grown.reason == "saturated"
+    prob = 0.0 if certified else (min(1.0, target * dual_degree_bound(arch) / p) if saturated else None)
+    if certify:
+        notes.append(f"upper bounds: symmetries {symmetry_upper}"
+                     + (f", ambient {ambient}" if ambient is not None else ", ambient: none known"))
+    if certified:
+        notes.append(f"certified: exact rank over F_p {rank} meets the upper bound: a proof")
+    elif upper is not None:
+        notes.append(f"bounds do not meet: {rank} <= dim M <= {upper}")
+    if not certified:
+        notes.append(f"stopped before saturation ({grown.detail}): the rank is a lower bound "
+                     "and more samples may raise it; no probability is claimed" if prob is None else
+                     f"lower bound: P(dim M > {rank}) <= {prob:.1e} (Schwartz-Zippel, degree "
+                     f"{dual_degree_bound(arch)} per entry), provided the rank stopped growing")
+    # As `exact.exact_dim`: a proof, a saturated lower bound, or stopped (N fixed or the round cap).
+    status = "certified" if certified else ("lower-bound" if saturated else "stopped")
+    formula = block_formula(arch)
+    return DimensionResult(
+        architecture=arch.to_dict(), n_params=arch.n_params, dimension=rank,
+        method="certified" if certified else "exact", status=status, formula=formula,
+        conjecture=formula,
+        lower_bound=rank, upper_bound=upper, n_samples=n_done, seed=seed, prime=p,
+        failure_probability=prob, seconds={"symmetries": t_sym, "jacobian": t_jac, "rank": t_rank,
+                                           "total": time.perf_counter() - t_start},
+        rank_history=history, notes=notes, symmetries=families)

@@ -1,0 +1,153 @@
+"""Forward-mode duals over F_p: the network map's Jacobian mod p for every polynomial network.
+
+Polynomial networks: lightning attention, square activation (or no MLP), no norm. The map is
+`core.blocks.block_forward` itself, run in the `FpDual` arithmetic: every value carries its
+derivative in every chosen parameter direction (the product rule after every product, every
+product reduced mod p), so one pass gives those columns of the Jacobian J of
+W -> (phi_W(X_1), ..., phi_W(X_N)) mod p; no floating point is used. tests/test_blocks.py checks
+the result against the float64 map on integer weights. The exact engine (`exact.exact_dim`)
+reads its rank for networks beyond the paper's model, with the registry's tangents mod p
+(`fp_ops`) for the upper bound.
+"""
+
+from __future__ import annotations
+
+
+import torch
+
+from ..core.architecture import Architecture
+from ..core.blocks import Dual, block_forward, block_layout
+from ..core.catalogue import TangentOps
+from ..errors import ComputationError
+from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
+from .modular import matmul_mod, random_residues
+
+# int64 entries of the tangent intermediates allowed at once (about 8 bytes each).
+_CHUNK_ENTRIES = 16 * 2 ** 20
+
+
+def fp_ops(p: int) -> TangentOps:
+    """The catalogue's arithmetic over F_p."""
+    def inv(M: torch.Tensor) -> torch.Tensor:
+        out = inverse_mod_p(M.numpy(), p)
+        if out is None:
+            raise ComputationError("a weight matrix is singular mod p at this random point "
+                                   "(probability about 1/p); rerun with another --seed.")
+        return torch.from_numpy(out)
+
+    def kernel(M: torch.Tensor) -> torch.Tensor | None:
+        if rank_mod_p(M.numpy(), p) != min(M.shape):
+            return None
+        return torch.from_numpy(nullspace_mod_p(M.numpy(), p))
+
+    return TangentOps(mm=lambda A, B: matmul_mod(A, B, p), add=lambda A, B: (A + B).remainder(p),
+                      neg=lambda x: (-x).remainder(p), inv=inv,
+                      times=lambda c, x: (c * x).remainder(p), kernel=kernel)
+
+
+def random_blocks_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Uniformly random named blocks over F_p, in layout order."""
+    return {name: random_residues(shape, p, gen) for name, shape, _ in block_layout(arch)}
+
+
+def _mm(A: Dual, B: Dual, p: int) -> Dual:
+    """(A B, dA B + A dB) mod p; tangents broadcast over the leading direction axis."""
+    x = matmul_mod(A.x, B.x, p)
+    parts = [matmul_mod(A.dx, B.x, p) if A.dx is not None else None,
+             matmul_mod(A.x, B.dx, p) if B.dx is not None else None]
+    parts = [t for t in parts if t is not None]
+    dx = None if not parts else (parts[0] if len(parts) == 1 else (parts[0] + parts[1]).remainder_(p))
+    return Dual(x, dx)
+
+
+def _t(A: Dual) -> Dual:
+    return Dual(A.x.transpose(-1, -2), None if A.dx is None else A.dx.transpose(-1, -2))
+
+
+class FpDual:
+    """The block map's primitives over F_p in forward mode (`core.blocks.ArrayArithmetic` lists
+    them): int64 residue tensors with their tangents, the product rule after every product.
+    Polynomial networks only (lightning, square MLPs, no norm): softmax and norms are not
+    polynomial and are never asked of it."""
+
+    def __init__(self, p: int):
+        self.p = p
+
+    def linear(self, M: Dual, Z: Dual) -> Dual:
+        return _mm(M, Z, self.p)
+
+    def scores(self, q: Dual, k: Dual) -> Dual:
+        return _mm(_t(q), k, self.p)
+
+    def mix(self, values: Dual, scores: Dual) -> Dual:
+        return _mm(values, scores, self.p)
+
+    def add(self, A: Dual, B: Dual) -> Dual:
+        dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(self.p)
+        return Dual((A.x + B.x).remainder(self.p), dx)
+
+    def activate(self, A: Dual, kind: str) -> Dual:
+        """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
+        p = self.p
+        dx = None if A.dx is None else ((A.x * A.dx).remainder(p) * 2).remainder(p)
+        return Dual((A.x * A.x).remainder(p), dx)
+
+
+def forward_dual_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int,
+                       directions: tuple[int, int] | None = None) -> Dual:
+    """phi_W(X) mod p and, if `directions` = (start, stop), its derivative along parameters
+    start..stop-1 (shape (stop - start, N, d_l, t)): `core.blocks.block_forward` run in the
+    `FpDual` arithmetic. X: (N, d_0, t) residues."""
+    duals = {}
+    for name, shape, offset in block_layout(arch):
+        dx = None
+        if directions is not None:
+            start, stop = directions
+            size = shape[0] * shape[1]
+            lo, hi = max(start, offset), min(stop, offset + size)
+            if lo < hi:
+                dx = torch.zeros((stop - start, 1) + shape, dtype=torch.int64)
+                idx = torch.arange(lo, hi)
+                dx.view(stop - start, size)[idx - start, idx - offset] = 1
+        duals[name] = Dual(blocks[name], dx)
+    return block_forward(arch, duals, Dual(X, None), arithmetic=FpDual(p))
+
+
+def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int
+                   ) -> torch.Tensor:
+    """J mod p, shape (N d_l t, n_params), rows ordered (n, d_l, t)."""
+    per_direction = X.shape[0] * arch.tokens * (max(arch.widths + tuple(arch.mlp_widths)) + arch.tokens) \
+        * 4 * sum(arch.head_counts)
+    chunk = max(1, _CHUNK_ENTRIES // max(per_direction, 1))
+    cols = []
+    for start in range(0, arch.n_params, chunk):
+        stop = min(arch.n_params, start + chunk)
+        dual = forward_dual_mod_p(arch, blocks, X, p, (start, stop))
+        dx = dual.dx if dual.dx is not None else torch.zeros((stop - start,) + dual.x.shape,
+                                                             dtype=torch.int64)
+        cols.append(dx.reshape(stop - start, -1))
+    return torch.cat(cols).T.contiguous()
+
+
+def degree_bound(arch: Architecture) -> int:
+    """Total degree in (W, X) of one entry of J: deg_W(phi) - 1 + deg_X(phi) (Schwartz-Zippel)."""
+    deg_w, deg_x = 0, 1
+    for i in range(arch.n_layers):
+        value_degree = 1 if arch.values is None else 2
+        att_w, att_x = 3 * deg_w + 2 + value_degree, 3 * deg_x
+        deg_w, deg_x = (max(deg_w, att_w), max(deg_x, att_x)) if arch.residual else (att_w, att_x)
+        if arch.mlp_widths[i] > 0:
+            mlp_w, mlp_x = 2 * deg_w + 3, 2 * deg_x
+            deg_w, deg_x = (max(deg_w, mlp_w), max(deg_x, mlp_x)) if arch.residual else (mlp_w, mlp_x)
+    return deg_w - 1 + deg_x
+
+
+def family_ranks_mod_p(tangents: torch.Tensor, counts, p: int) -> dict[str, int]:
+    """Incremental exact rank of each catalogue family, in catalogue order."""
+    ranks, start, previous = {}, 0, 0
+    for family, n in counts:
+        stop = start + n
+        total = rank_mod_p(tangents[:stop].numpy(), p) if stop else 0
+        ranks[family] = total - previous
+        previous, start = total, stop
+    return ranks
