@@ -16,7 +16,7 @@ import torch
 
 from neuromanifold import Architecture
 from neuromanifold.dimension.ball import certified_softmax_dim
-from neuromanifold.dimension.ball_blocks import certified_block_dim
+from neuromanifold.dimension.ball_dual import certified_block_dim
 from neuromanifold.experiments.figure3 import parse_int_set
 
 

@@ -307,7 +307,7 @@ def test_one_map_in_four_arithmetics_agrees():
     import flint
     import numpy as np
 
-    from neuromanifold.dimension.ball_blocks import ball_block_forward
+    from neuromanifold.dimension.ball_dual import ball_block_forward
 
     arch = Architecture((3, 3), 2, 2, heads=2, values=2, residual=True, mlp=3)
     gen = torch.Generator().manual_seed(11)

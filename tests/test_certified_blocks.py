@@ -15,7 +15,7 @@ from neuromanifold.cli import main
 from neuromanifold.core.blocks import block_forward, flatten_blocks, random_block_weights
 from neuromanifold.core.catalogue import FAMILIES, tangent_rows
 from neuromanifold.dimension.ball import UndecidedBall, prove_rank
-from neuromanifold.dimension.ball_blocks import (ball_block_forward, ball_block_jacobian,
+from neuromanifold.dimension.ball_dual import (ball_block_forward, ball_block_jacobian,
                                                  block_upper_bound, certified_block_dim,
                                                  rational_block_point)
 from neuromanifold.dimension.jacobians import block_jacobian

@@ -60,7 +60,7 @@ BAD_CALLS = {
     "Architecture activation": lambda: nm.Architecture((4, 4), (2,), 3, mlp=(2,), activation="swish"),
     "Architecture norm": lambda: nm.Architecture((4, 4), (2,), 3, norm="batchnorm"),
     "same_block_function weights": lambda: __import__(
-        "neuromanifold.geometry.block_fibers", fromlist=["x"]).same_block_function(
+        "neuromanifold.geometry.moves", fromlist=["x"]).same_block_function(
         nm.Architecture((4, 4), (2,), 3, heads=(2,)), "W.npz", {}),
     "read_block_weights path": lambda: __import__(
         "neuromanifold.io.weightfiles", fromlist=["x"]).read_block_weights("/nonexistent/W.npz"),

@@ -28,7 +28,7 @@ def fiber(
 
     Files with per-head names (Q_1_1, ..., docs/blocks.md) are block networks."""
     check_seed(seed)
-    from ..geometry.block_fibers import same_block_function  # noqa: PLC0415
+    from ..geometry.moves import same_block_function  # noqa: PLC0415
     from ..geometry.fibers import same_function  # noqa: PLC0415
     from ..io.weightfiles import read_network_file  # noqa: PLC0415
 

@@ -135,7 +135,7 @@ def _einsum(spec: str, *operands):
 class Dual:
     """A value x with its tangents dx (one per parameter direction, on a leading axis), or None
     where x depends on no chosen direction: the forward-mode pair of the exact (`fp_dual`,
-    residues mod p) and certified (`ball_blocks`, arb balls) arithmetics."""
+    residues mod p) and certified (`ball_dual`, arb balls) arithmetics."""
 
     __slots__ = ("x", "dx")
 
@@ -149,7 +149,7 @@ class ArrayArithmetic:
     tests). Z is (..., d, t) with tokens as columns; a parameter block M is (d_out, d_in).
 
     An arithmetic is any object with these methods (`fp_dual.FpDual`,
-    `ball_blocks.BallDual` are the others); `block_forward` is written against them once.
+    `ball_dual.BallDual` are the others); `block_forward` is written against them once.
     """
 
     def linear(self, M, Z):
@@ -190,7 +190,7 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
     its primitives (`ArrayArithmetic` documents them): float64 tensors (the default; autodiff
     applies), numpy object arrays of polynomials or residues (`degree.polymap`), and the
     forward-mode duals over F_p (`fp_dual.FpDual`) and in arb balls
-    (`ball_blocks.BallDual`), whose `blocks` hold the parameters lifted to that arithmetic.
+    (`ball_dual.BallDual`), whose `blocks` hold the parameters lifted to that arithmetic.
     `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
     """
     ops = arithmetic

@@ -33,7 +33,7 @@ code serves the numerical split and the exact upper bound.
 
 NOTE: [Catalogue families beyond polynomials] Every family is a symmetry of the network for
 every attention, activation and norm it is used with, so the certified upper bound of
-non-polynomial blocks (`dimension.ball_blocks`) uses them all:
+non-polynomial blocks (`dimension.ball_dual`) uses them all:
   1, 2 the scores read Q, K only through Q^T K, the values W, O only through O W;
   3, 4 lightning only (scores linear in Q); the norm only changes the input the heads read;
   5, 7 no residual, no norm: the stream is written by rows and read by columns of linear maps

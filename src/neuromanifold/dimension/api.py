@@ -11,7 +11,7 @@ Methods:
   certified  that lower bound together with the upper bound n_params - rank(symmetry tangents);
              `certified` when they meet. Non-polynomial networks (softmax, relu/gelu/tanh MLPs,
              norms): the lower bound is a ball-arithmetic determinant at a rational point
-             instead (`dimension.ball`, and `dimension.ball_blocks` for transformer blocks).
+             instead (`dimension.ball`, and `dimension.ball_dual` for transformer blocks).
   auto       certified for polynomial networks; for the others numerical first, escalated to
              certified when the gap is below ESCALATE_GAP_DECADES or the rank is ambiguous.
 """
@@ -317,7 +317,7 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
         # flint only where a proof is computed: a numerical answer (on a GPU machine, say)
         # needs neither flint nor the ball modules
         if arch.is_block:
-            from .ball_blocks import certified_block_dim as prove  # noqa: PLC0415
+            from .ball_dual import certified_block_dim as prove  # noqa: PLC0415
         else:
             from .ball import certified_softmax_dim as prove  # noqa: PLC0415
         from .fp import DEFAULT_PRIME  # noqa: PLC0415

@@ -3,12 +3,12 @@ possible, and the generic dimension beside it.
 
 At a point W the rank of dPhi(W) may be below the generic rank (the dimension). Bounds:
   lower  rank J_N(W) for N random rational inputs, proved by a non-zero ball determinant of an
-         r x r block (`ball.prove_rank`; block networks: `ball_blocks.ball_block_jacobian`);
+         r x r block (`ball.prove_rank`; block networks: `ball_dual.ball_block_jacobian`);
          J_N(W) = E_N dPhi(W), so rank J_N(W) <= rank dPhi(W).
   upper  n_params - rank_p(kernel directions at W): the symmetry tangents at W lie in ker dPhi(W)
          at every W, W's float64 entries are dyadic rationals reduced mod p exactly
          (`ball.to_residues`), and rank_p <= rank over Q. Block networks: the catalogue's
-         tangents at W (`ball_blocks.block_point`).
+         tangents at W (`ball_dual.block_point`).
 The float64 rank (gap rule) is always computed; `auto` escalates to the proof when the gap is
 thin, the rank is ambiguous or it falls short of the upper bound (a float rank below the truth
 can come with a clear gap near degenerate weights), and never reports an unproved float rank
@@ -133,7 +133,7 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
     if arch.is_block:
-        from .ball_blocks import block_point  # noqa: PLC0415
+        from .ball_dual import block_point  # noqa: PLC0415
 
         upper, notes, jacobian_at, evaluator = block_point(arch, weights, DEFAULT_PRIME)
     else:

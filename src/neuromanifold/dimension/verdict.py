@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 # docs/tutorial.md's example); 1e-9 leaves seven decades for that and still catches a wrong
 # tangent, whose leak is of the order of the Jacobian's own directions.
 MAX_LEAK = 1e-9
-# The certified block path's guard (`ball_blocks._check_kernel`): max |J T^T| over
+# The certified block path's guard (`ball_dual._check_kernel`): max |J T^T| over
 # max |J| * max(1, max |T|), with the catalogue tangents T unnormalised, at the rational point the
 # proof uses. A different ratio from MAX_LEAK's (no orthonormal basis, entry-wise maxima), so its own
 # threshold; it raises an error (a catalogue bug) rather than deciding a status, and its value is

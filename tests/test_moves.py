@@ -13,7 +13,7 @@ from neuromanifold.cli import main
 from neuromanifold.core.architecture import Architecture
 from neuromanifold.core.blocks import block_forward, block_layout
 from neuromanifold.errors import InputError
-from neuromanifold.geometry.block_fibers import (_exact_blocks, apply_block_witness,
+from neuromanifold.geometry.moves import (_exact_blocks, apply_block_witness,
                                                  same_block_function)
 from neuromanifold.io.weightfiles import read_block_weights, write_block_weights
 

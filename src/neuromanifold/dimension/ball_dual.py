@@ -1,5 +1,7 @@
-"""Certified dimensions of non-polynomial block networks: softmax heads, value/output projections,
-residuals, relu/gelu/tanh/square MLPs, layernorm/rmsnorm (docs/certified_softmax.md).
+"""Forward-mode duals in arb balls, and with them the certified route for networks beyond the
+paper's model: softmax heads, value/output projections, residuals, relu/gelu/tanh/square MLPs,
+layernorm/rmsnorm (docs/certified_softmax.md). The proof loop is `ball.certify_rank`, shared with
+the paper's model, whose own ball Jacobian (`ball.ball_jacobian_block`) is a hand-tuned route.
 
 The same two bounds as the plain softmax model (`dimension.ball`):
 

@@ -1,6 +1,7 @@
-"""Fibers of block networks: do two weight sets define the same function, and which moves relate them?
+"""Named moves of networks beyond the paper's model: do two weight sets define the same function,
+and which moves relate them? (The paper's model has its group in `fibers`.)
 
-`same_block_function` compares the outputs of two block networks at random inputs (float64,
+`same_block_function` compares the outputs of two such networks at random inputs (float64,
 relative tolerance) and, when they agree, searches a witness: a list of named moves that maps
 the first weights onto the second (docs/blocks.md, "Fibers"):
 
