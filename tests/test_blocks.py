@@ -13,7 +13,10 @@ from neuromanifold.core.architecture import Architecture
 from neuromanifold.core.formulas import block_formula
 from neuromanifold.core.blocks import (activate, block_forward, block_layout, flatten_blocks,
                                        random_block_weights, unflatten_blocks)
-from neuromanifold.core.catalogue import FAMILIES, ambient_bound, tangent_rows
+from neuromanifold.core.formulas import ambient_bound
+from neuromanifold.symmetries.registry import CATALOGUE, tangent_rows
+
+FAMILIES = tuple(f.name for f in CATALOGUE)
 from neuromanifold.core.formulas import expected_dim
 from neuromanifold.core.maps import forward
 from neuromanifold.core.parameters import random_weights

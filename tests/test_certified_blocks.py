@@ -13,7 +13,9 @@ import torch
 from neuromanifold import Architecture, neuromanifold_dim, rank_at_point
 from neuromanifold.cli import main
 from neuromanifold.core.blocks import block_forward, flatten_blocks, random_block_weights
-from neuromanifold.core.catalogue import FAMILIES, tangent_rows
+from neuromanifold.symmetries.registry import CATALOGUE, tangent_rows
+
+FAMILIES = tuple(f.name for f in CATALOGUE)
 from neuromanifold.dimension.ball import UndecidedBall, prove_rank
 from neuromanifold.dimension.ball_dual import (ball_block_forward, ball_block_jacobian,
                                                  block_upper_bound, certified_block_dim,

@@ -10,7 +10,7 @@ from neuromanifold import (Architecture, AttentionWeights, eq7, eq14, eq16, effe
                            expected_dim, flatten, forward, forward_attention, forward_closed_form,
                            forward_virtual, random_inputs, random_weights, unflatten)
 from neuromanifold.core.maps import closed_form_factors
-from neuromanifold.core.symmetries import act_between_layers, act_keys, act_rescale, symmetry_tangents
+from neuromanifold.symmetries.paper import act_between_layers, act_keys, act_rescale, symmetry_tangents
 from neuromanifold.dimension.jacobians import jacobian
 
 

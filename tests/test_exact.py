@@ -17,7 +17,7 @@ from neuromanifold.dimension.modular import (all_symmetry_tangents, forward_mod_
                                    jacobian_rows_mod_p, matmul_mod, random_residues,
                                    random_weights_mod_p)
 from neuromanifold.core.parameters import flatten
-from neuromanifold.core.symmetries import symmetry_tangents
+from neuromanifold.symmetries.paper import symmetry_tangents
 
 P = DEFAULT_PRIME
 

@@ -155,7 +155,7 @@ def test_readout_tangents_in_float_kernel_and_bound(attention):
     drops by the read-out directions: 6,5,2 keys 2,1 is settled at 41 (lightning) via the bound."""
     from neuromanifold.core.parameters import flatten, random_weights  # noqa: PLC0415
     from neuromanifold.dimension.jacobians import jacobian  # noqa: PLC0415
-    from neuromanifold.core.symmetries import readout_tangents_float  # noqa: PLC0415
+    from neuromanifold.symmetries.paper import readout_tangents_float  # noqa: PLC0415
     arch = Architecture((6, 5, 2), (2, 1), 3, attention)
     W = random_weights(arch, 4)
     T = readout_tangents_float(arch, W)

@@ -6,7 +6,7 @@ import torch
 from neuromanifold import Architecture, neuromanifold_dim, numerical_dim
 from neuromanifold.errors import ResourceError
 from neuromanifold.core.parameters import flatten, random_weights, random_inputs
-from neuromanifold.core.symmetries import symmetry_tangents
+from neuromanifold.symmetries.paper import symmetry_tangents
 from neuromanifold.dimension import gauge
 from neuromanifold.dimension.jacobians import jacobian
 

@@ -22,7 +22,7 @@ _EXPORTS = {
     "random_weights": "core.parameters",
     "random_inputs": "core.parameters",
     "forward": "core.maps",
-    "symmetry_tangents": "core.symmetries",
+    "symmetry_tangents": "symmetries.paper",
     "expected_dim": "core.formulas",
     "FormulaValue": "core.formulas",
     "neuromanifold_dim": "dimension.api",
@@ -55,9 +55,9 @@ _COMPATIBLE = {
     "forward_attention": "core.maps",
     "forward_closed_form": "core.maps",
     "forward_virtual": "core.maps",
-    "act_between_layers": "core.symmetries",
-    "act_keys": "core.symmetries",
-    "act_rescale": "core.symmetries",
+    "act_between_layers": "symmetries.paper",
+    "act_keys": "symmetries.paper",
+    "act_rescale": "symmetries.paper",
     "effective_width": "core.formulas",
     "eq7": "core.formulas",
     "eq14": "core.formulas",
@@ -95,7 +95,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .core.maps import forward
     from .core.parameters import (AttentionWeights, LayerWeights, VirtualWeights, random_inputs,
                                   random_weights)
-    from .core.symmetries import symmetry_tangents
+    from .symmetries.paper import symmetry_tangents
     from .dimension.api import DimensionProblem, neuromanifold_dim, solve
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult

@@ -34,7 +34,7 @@ from ..core.checks import check_int, check_seed
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
 from ..core.seeds import seeded_generator
-from ..core.symmetries import symmetry_tangents
+from ..symmetries.paper import symmetry_tangents
 from .exact import staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
 from .jacobians import jacobian

@@ -14,9 +14,9 @@ The same two bounds as the plain softmax model (`dimension.ball`):
   (`ball.UndecidedBall`) and nothing is proved at that precision. A non-zero determinant ball
   proves rank >= r at the point, so dim >= r.
 - Upper bound. n_params minus the rank over F_p of the symmetry catalogue's tangents
-  (`core.catalogue`) at a random integer point. Every family used is a symmetry of the
+  (`symmetries.catalogue`) at a random integer point. Every family used is a symmetry of the
   non-polynomial network too (NOTE: [Catalogue families beyond polynomials] in
-  `core.catalogue`) and every tangent entry is an integer polynomial in the weights, or a
+  `symmetries.catalogue`) and every tangent entry is an integer polynomial in the weights, or a
   rational function whose denominator is non-zero mod p at the point (inverses of weight
   matrices, kernels checked by rank), so rank_p <= rank over Q <= generic rank, as for the exact
   path.
@@ -38,7 +38,8 @@ from ..core.architecture import Architecture
 from ..core.formulas import block_formula
 from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, check_block_weights,
                            flatten_blocks, random_block_weights)
-from ..core.catalogue import FLOAT_OPS, tangent_rows
+from ..symmetries.catalogue import FLOAT_OPS
+from ..symmetries.registry import tangent_rows
 from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError

@@ -33,7 +33,7 @@ from ..core.seeds import seeded_generator
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
 from .fp_dual import degree_bound as dual_degree_bound
 from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
-from ..core.catalogue import tangent_rows
+from ..symmetries.registry import tangent_rows
 from ..core.formulas import ambient_bound
 from ..core.formulas import block_formula
 from .fp import pivot_columns_mod_p

@@ -17,7 +17,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.blocks import Dual, block_forward, block_layout
-from ..core.catalogue import TangentOps
+from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
 from .modular import matmul_mod, random_residues

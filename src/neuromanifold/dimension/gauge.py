@@ -29,7 +29,7 @@ from torch.func import jvp, vmap
 from ..core.architecture import Architecture
 from ..core.maps import forward
 from ..core.parameters import LayerWeights, unflatten
-from ..core.symmetries import readout_tangents_float, symmetry_tangents
+from ..symmetries.paper import readout_tangents_float, symmetry_tangents
 from .jacobians import KernelSplit, jacobian
 from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of forward-mode directions
 from .memory import gauge_applies, tangent_count  # noqa: F401  (torch-free; re-exported)

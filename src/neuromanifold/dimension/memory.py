@@ -185,7 +185,7 @@ def gauge_applies(arch: Architecture) -> bool:
 
 
 def tangent_count(arch: Architecture) -> int:
-    """Number of symmetry tangent rows `core.symmetries.symmetry_tangents` builds."""
+    """Number of symmetry tangent rows `symmetries.paper.symmetry_tangents` builds."""
     count = sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
     return count + (arch.n_layers if arch.attention == "lightning" else 0)
 

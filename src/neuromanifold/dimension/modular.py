@@ -18,7 +18,7 @@ from ..core.architecture import Architecture
 from ..core.checks import bad_value
 from .fp import left_kernel_mod_p, nullspace_mod_p, pivot_columns_mod_p, rank_mod_p
 from ..core.parameters import LayerWeights, value_products
-from ..core.symmetries import symmetry_tangents
+from ..symmetries.paper import symmetry_tangents
 
 # p < 2^31 and operands split into 16-bit halves: one term of a product is < 2^31 * 2^16 = 2^47,
 # so an inner dimension below 2^16 keeps every int64 sum exact.

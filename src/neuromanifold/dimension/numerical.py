@@ -18,7 +18,7 @@ from ..core.checks import (bad_value, check_seed, check_choice, check_int, check
                            check_positive_float)
 from ..core.scheduler import check_backend
 from ..core.blocks import block_forward, flatten_blocks, random_block_weights
-from ..core.catalogue import tangent_rows
+from ..symmetries.registry import tangent_rows
 from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights

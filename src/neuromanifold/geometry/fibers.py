@@ -39,7 +39,8 @@ from ..core.finite import largest_entry, require_finite
 from ..core.maps import forward
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors, value_products
 from ..core.seeds import seeded_generator, seeded_rng
-from ..core.symmetries import act_between_layers, act_keys, act_rescale
+from ..symmetries.paper import act_between_layers, act_keys, act_rescale
+from ..symmetries.registry import family_of_move
 
 DEFAULT_TOLERANCE = 1e-8
 # Relative residual below which a linear system for a witness counts as solved (float64).
@@ -191,7 +192,18 @@ class FiberResult(Tabulated):
     notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "families": self.families}
+
+    @property
+    def families(self) -> list[str]:
+        """The symmetry families (`symmetries.registry` names) the witness's moves apply, in
+        order of first use; discrete moves (a permutation, the swap) are named by their move."""
+        out: list[str] = []
+        for move in self.witness or []:
+            name = family_of_move(move.get("move", "")) or move.get("move")
+            if name and name not in out:
+                out.append(name)
+        return out
 
     summary_column = 14  # values in column 16, as the `architecture` and `seed` lines above
 
@@ -208,6 +220,8 @@ class FiberResult(Tabulated):
         if self.same_function:
             lines.append(("fiber", str(self.kind)))
             lines += [("  witness move", short_json(move)) for move in self.witness or []]
+            if self.witness:
+                lines.append(("families", ", ".join(self.families)))
             if self.witness_residual is not None:
                 lines.append(("witness residual", f"{self.witness_residual:.1e} (float64, "
                               "relative, blockwise)"))

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from .architecture import Architecture, check_architecture
-from .checks import bad_value, check_weights_type
-from .parameters import LayerWeights
-from .rank import svd_driver
+from ..core.architecture import Architecture, check_architecture
+from ..core.checks import bad_value, check_weights_type
+from ..core.parameters import LayerWeights
+from ..core.rank import svd_driver
 
 
 def _check_layer(name: str, i: int, low: int, high: int) -> None:

@@ -1,4 +1,7 @@
-"""The catalogue of known symmetry families of block networks, as tangent vectors at a point.
+"""The tangent constructions of the symmetry families of networks with heads, value widths,
+residuals, MLPs and norms (the paper's model is their one-head instance), one function per family.
+Which family applies where, its proof and its count are in `symmetries.registry`, which stacks
+the tangents in the order listed below.
 
 Every family gives directions along which the network function does not change (so they lie in
 the kernel of the Jacobian), in a fixed order (docs/blocks.md); families overlap, so results
@@ -70,26 +73,8 @@ from typing import Callable
 
 import torch
 
-from .architecture import Architecture
-from .blocks import block_layout
-from .formulas import ambient_bound  # noqa: F401  (a closed form; used with the tangents)
-
-FAMILIES = (
-    "per-head GL(a) on (Q, K)",
-    "per-head GL(v) on (W, O)",
-    "per-head rescaling",
-    "head mixing",
-    "between-layer GL",
-    "MLP neuron rescaling",
-    "unseen directions",
-    "norm gain rescaling",
-    "layernorm mean directions",
-    "layernorm shifts",
-    "one-token softmax",
-    "norm rotations",
-    "one-token basis changes",
-)
-
+from ..core.architecture import Architecture
+from ..core.blocks import block_layout
 
 @dataclass(frozen=True)
 class TangentOps:
@@ -106,7 +91,7 @@ class TangentOps:
 
 
 def _float_kernel(M: torch.Tensor) -> torch.Tensor | None:
-    from .rank import numerical_rank  # noqa: PLC0415
+    from ..core.rank import numerical_rank  # noqa: PLC0415
 
     _, sv, vh = torch.linalg.svd(M, full_matrices=True)
     nr = numerical_rank(sv, *M.shape)
@@ -134,99 +119,145 @@ def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     return names
 
 
-def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
-                    ) -> list[tuple[str, list[dict[str, torch.Tensor]]]]:
-    """[(family, [tangent as {block name: direction}, ...]), ...] in `FAMILIES` order."""
-    lightning = arch.attention == "lightning"
-    zero = {name: torch.zeros_like(t) for name, t in blocks.items()}
-    out: dict[str, list[dict]] = {name: [] for name in FAMILIES}
+# One construction per family, for layer i (1-based) or for the whole network, each appending
+# its tangents ({block name: direction}) through `put`, in the order of the rows it adds. The
+# registry (`symmetries.registry`) says when each applies and collects them in its order.
 
-    def put(family: str, parts: dict[str, torch.Tensor]) -> None:
-        out[family].append(parts)
+def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
+    """1. per-head GL(a) on (Q, K): Q -> G Q, K -> G^{-T} K."""
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        Q, K = blocks[f"Q_{i}_{h}"], blocks[f"K_{i}_{h}"]
+        a = Q.shape[0]
+        for r in range(a):
+            for s in range(a):
+                dQ, dK = zero[f"Q_{i}_{h}"].clone(), zero[f"K_{i}_{h}"].clone()
+                dQ[r] = Q[s]
+                dK[s] = ops.neg(K[r])
+                put({f"Q_{i}_{h}": dQ, f"K_{i}_{h}": dK})
 
-    for i in range(1, arch.n_layers + 1):
-        H = arch.head_counts[i - 1]
-        for h in range(1, H + 1):
-            Q, K = blocks[f"Q_{i}_{h}"], blocks[f"K_{i}_{h}"]
-            a = Q.shape[0]
-            for r in range(a):
-                for s in range(a):
-                    dQ, dK = zero[f"Q_{i}_{h}"].clone(), zero[f"K_{i}_{h}"].clone()
-                    dQ[r] = Q[s]
-                    dK[s] = ops.neg(K[r])
-                    put(FAMILIES[0], {f"Q_{i}_{h}": dQ, f"K_{i}_{h}": dK})
-            w_name, o_name = _value_names(blocks, i, h)
-            if w_name != o_name:
-                W, O = blocks[w_name], blocks[o_name]
-                for r in range(W.shape[0]):
-                    for s in range(W.shape[0]):
-                        dW, dO = zero[w_name].clone(), zero[o_name].clone()
-                        dW[r] = W[s]
-                        dO[:, s] = ops.neg(O[:, r])
-                        put(FAMILIES[1], {w_name: dW, o_name: dO})
-            if lightning:
-                put(FAMILIES[2], {f"Q_{i}_{h}": Q.clone(), w_name: ops.neg(blocks[w_name])})
-        if lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1]:
-            _head_mixing(arch, blocks, i, ops, lambda parts: put(FAMILIES[3], parts))
-        if not arch.residual and arch.norm == "none":
-            _between_layers(arch, blocks, i, ops, lambda parts: put(FAMILIES[4], parts))
-        if not arch.residual:
-            _unseen(arch, blocks, i, ops, lambda parts: put(FAMILIES[6], parts))
-        m = arch.mlp_widths[i - 1]
-        if m > 0 and arch.activation in ("square", "relu"):
-            c = -2 if arch.activation == "square" else -1
-            P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
-            for j in range(m):
-                dP, dU = zero[f"P_{i}"].clone(), zero[f"U_{i}"].clone()
-                dP[j] = P[j]
-                dU[:, j] = ops.times(c, U[:, j])
-                put(FAMILIES[5], {f"P_{i}": dP, f"U_{i}": dU})
-        if arch.norm != "none":
-            gains = [(f"g_{i}", _consumers(arch, blocks, i))]
-            if m > 0:
-                gains.append((f"n_{i}", [f"P_{i}"]))
-            for gain, readers in gains:
-                for k in range(blocks[gain].shape[0]):
-                    parts = {gain: zero[gain].clone()}
-                    parts[gain][k] = blocks[gain][k]
-                    for name in readers:
-                        parts[name] = zero[name].clone()
-                        parts[name][:, k] = ops.neg(blocks[name][:, k])
-                    put(FAMILIES[7], parts)
-            if arch.norm == "layernorm":
-                for gain, readers in gains:
-                    _mean_directions(blocks, gain, readers, ops,
-                                     lambda parts: put(FAMILIES[8], parts))
-        if arch.norm == "layernorm" and not arch.residual:
-            for makers, _ in _stages(arch, blocks, i):
-                for name in makers:
-                    for c in range(blocks[name].shape[1]):
-                        d = zero[name].clone()
-                        d[:, c] = 1
-                        put(FAMILIES[9], {name: d})
-        if arch.norm != "none" and not arch.residual:
-            _norm_rotations(arch, blocks, i, ops, lambda parts: put(FAMILIES[11], parts))
-        if arch.attention == "softmax" and arch.tokens == 1:
-            for h in range(1, H + 1):
-                for name in (f"Q_{i}_{h}", f"K_{i}_{h}"):
-                    for r in range(blocks[name].shape[0]):
-                        for c in range(blocks[name].shape[1]):
-                            d = zero[name].clone()
-                            d[r, c] = 1
-                            put(FAMILIES[10], {name: d})
-            if f"V_{i}_1" in blocks:
-                for h in range(2, H + 1):
-                    for r in range(blocks[f"V_{i}_1"].shape[0]):
-                        for c in range(blocks[f"V_{i}_1"].shape[1]):
-                            first, other = zero[f"V_{i}_1"].clone(), zero[f"V_{i}_{h}"].clone()
-                            first[r, c] = 1
-                            other[r, c] = ops.neg(torch.ones_like(other[r, c]))
-                            put(FAMILIES[10], {f"V_{i}_1": first, f"V_{i}_{h}": other})
-            else:
-                _stacked_values(arch, blocks, i, ops, lambda parts: put(FAMILIES[10], parts))
-    if arch.attention == "softmax" and arch.tokens == 1 and arch.residual and arch.norm == "none":
-        _basis_changes(arch, blocks, ops, lambda parts: put(FAMILIES[12], parts))
-    return [(name, out[name]) for name in FAMILIES]
+
+def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
+    """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given)."""
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        w_name, o_name = _value_names(blocks, i, h)
+        if w_name != o_name:
+            W, O = blocks[w_name], blocks[o_name]
+            for r in range(W.shape[0]):
+                for s in range(W.shape[0]):
+                    dW, dO = zero[w_name].clone(), zero[o_name].clone()
+                    dW[r] = W[s]
+                    dO[:, s] = ops.neg(O[:, r])
+                    put({w_name: dW, o_name: dO})
+
+
+def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                            put) -> None:
+    """3. per-head rescaling: Q -> c Q, value -> value / c (lightning)."""
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        w_name, _ = _value_names(blocks, i, h)
+        put({f"Q_{i}_{h}": blocks[f"Q_{i}_{h}"].clone(), w_name: ops.neg(blocks[w_name])})
+
+
+def head_mixing_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                         put) -> None:
+    """4. head mixing (lightning, several heads, a_i >= d_{i-1})."""
+    _head_mixing(arch, blocks, i, ops, put)
+
+
+def between_layer_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                           put) -> None:
+    """5. between-layer GL(d) (no residual, no norm)."""
+    _between_layers(arch, blocks, i, ops, put)
+
+
+def neuron_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                              put) -> None:
+    """6. MLP neuron rescaling: row j of P times c, column j of U times c^-2 (square) or c^-1 (relu)."""
+    c = -2 if arch.activation == "square" else -1
+    P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
+    for j in range(arch.mlp_widths[i - 1]):
+        dP, dU = zero[f"P_{i}"].clone(), zero[f"U_{i}"].clone()
+        dP[j] = P[j]
+        dU[:, j] = ops.times(c, U[:, j])
+        put({f"P_{i}": dP, f"U_{i}": dU})
+
+
+def unseen_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
+    """7. unseen directions (no residual)."""
+    _unseen(arch, blocks, i, ops, put)
+
+
+def _gains(arch: Architecture, blocks: dict, i: int) -> list[tuple[str, list[str]]]:
+    """The norm gains of layer i and the blocks that read each."""
+    gains = [(f"g_{i}", _consumers(arch, blocks, i))]
+    if arch.mlp_widths[i - 1] > 0:
+        gains.append((f"n_{i}", [f"P_{i}"]))
+    return gains
+
+
+def gain_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                            put) -> None:
+    """8. norm gain rescaling: g_k -> c g_k, column k of every reader / c (with a norm)."""
+    for gain, readers in _gains(arch, blocks, i):
+        for k in range(blocks[gain].shape[0]):
+            parts = {gain: zero[gain].clone()}
+            parts[gain][k] = blocks[gain][k]
+            for name in readers:
+                parts[name] = zero[name].clone()
+                parts[name][:, k] = ops.neg(blocks[name][:, k])
+            put(parts)
+
+
+def mean_direction_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                            put) -> None:
+    """9. layernorm mean directions."""
+    for gain, readers in _gains(arch, blocks, i):
+        _mean_directions(blocks, gain, readers, ops, put)
+
+
+def layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                             put) -> None:
+    """10. layernorm shifts: a producer M -> M + 1 x^T (layernorm, no residual)."""
+    for makers, _ in _stages(arch, blocks, i):
+        for name in makers:
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[:, c] = 1
+                put({name: d})
+
+
+def one_token_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                       put) -> None:
+    """11. one-token softmax: every Q, K entry; V_1 + E, V_h - E, or GL(H v) on stacked values."""
+    H = arch.head_counts[i - 1]
+    for h in range(1, H + 1):
+        for name in (f"Q_{i}_{h}", f"K_{i}_{h}"):
+            for r in range(blocks[name].shape[0]):
+                for c in range(blocks[name].shape[1]):
+                    d = zero[name].clone()
+                    d[r, c] = 1
+                    put({name: d})
+    if f"V_{i}_1" in blocks:
+        for h in range(2, H + 1):
+            for r in range(blocks[f"V_{i}_1"].shape[0]):
+                for c in range(blocks[f"V_{i}_1"].shape[1]):
+                    first, other = zero[f"V_{i}_1"].clone(), zero[f"V_{i}_{h}"].clone()
+                    first[r, c] = 1
+                    other[r, c] = ops.neg(torch.ones_like(other[r, c]))
+                    put({f"V_{i}_1": first, f"V_{i}_{h}": other})
+    else:
+        _stacked_values(arch, blocks, i, ops, put)
+
+
+def norm_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                           put) -> None:
+    """12. norm rotations (norm, no residual)."""
+    _norm_rotations(arch, blocks, i, ops, put)
+
+
+def basis_change_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict, put) -> None:
+    """13. one-token basis changes (softmax, t = 1, residual, no norm): the whole network."""
+    _basis_changes(arch, blocks, ops, put)
 
 
 def _products_but_one(g: torch.Tensor, ops: TangentOps) -> torch.Tensor:
@@ -554,22 +585,3 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
 def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
     """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
     return blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
-
-
-def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
-                 ) -> tuple[torch.Tensor, list[tuple[str, int]]]:
-    """All catalogue tangents as rows of length n_params, and (family, row count) in order."""
-    layout = block_layout(arch)
-    sample = next(iter(blocks.values()))
-    rows, counts = [], []
-    for family, tangents in family_tangents(arch, blocks, ops):
-        for parts in tangents:
-            row = torch.zeros(arch.n_params, dtype=sample.dtype)
-            for name, shape, offset in layout:
-                if name in parts:
-                    row[offset: offset + shape[0] * shape[1]] = parts[name].reshape(-1)
-            rows.append(row)
-        counts.append((family, len(tangents)))
-    if not rows:
-        return torch.zeros((0, arch.n_params), dtype=sample.dtype), counts
-    return torch.stack(rows), counts

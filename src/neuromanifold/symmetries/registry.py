@@ -1,0 +1,201 @@
+"""The registry of symmetry families: one object per family, looked up by name.
+
+A `Family` says when it applies to a network, how its tangent vectors are built (one
+construction, run in float or over F_p through a `catalogue.TangentOps`), its generic count
+where one is proved, where the proof is (a docs anchor), and the move `fiber` reports when it
+finds the family relating two weight sets. The dimension engines, the fibers and the docs read
+families from here, never by position.
+
+Two groups of families:
+- the paper's model (one head, unfactored values, no residual, MLP or norm): the key GL(a),
+  between-layer GL(d), rescaling and hidden/read-out families, whose tangents
+  `paper.symmetry_tangents` and `paper.readout_tangents_float` build together (the exact and
+  numerical engines split them off by a gauge where one applies: `dimension.gauge`);
+- every other network: the thirteen families of `catalogue` (which hold for the paper's model too,
+  its one-head instance), built one by one by `tangent_rows` in registry order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..core.architecture import Architecture
+from ..core.blocks import block_layout
+from . import catalogue as c
+from .catalogue import FLOAT_OPS, TangentOps
+
+_BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One symmetry family of the parametrisation.
+
+    `applies(arch)`: whether the family acts on `arch` at all; `at_layer(arch, i)`: whether it
+    contributes at layer i (1-based; None for a family built once for the whole network);
+    `build`: the tangent construction (`catalogue`), per layer or for the whole network;
+    `generic_count(arch)`: the number of independent tangents at a generic point where that is
+    proved (None where it is only measured); `proof`: a docs anchor; `move`: the name of the
+    `fiber` move that applies the family (None where `fiber` does not search it).
+    """
+
+    name: str
+    paper: bool
+    applies: Callable[[Architecture], bool]
+    proof: str
+    at_layer: Callable[[Architecture, int], bool] | None = None
+    build: Callable | None = None
+    generic_count: Callable[[Architecture], int | None] | None = None
+    move: str | None = None
+
+    def count(self, arch: Architecture) -> int | None:
+        """The proved generic count for `arch`, or None (not proved, or not applicable)."""
+        if self.generic_count is None or not self.applies(arch):
+            return None
+        return self.generic_count(arch)
+
+
+def _lightning(arch: Architecture) -> bool:
+    return arch.attention == "lightning"
+
+
+def _key_gl_count(arch: Architecture) -> int | None:
+    """sum over heads of a_i^2 when every a_i <= d_{i-1} (Lemma 3.1: GL(a) acts freely on full-rank
+    (Q, K) with Q^T K fixed); None otherwise (then rank A < a and the orbit is smaller)."""
+    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
+        return None
+    return sum(H * a * a for H, a in zip(arch.head_counts, arch.keys))
+
+
+def _value_gl_count(arch: Architecture) -> int | None:
+    """sum over heads of v_i^2 when v_i <= min(d_{i-1}, d_i) (GL(v) acts freely on full-rank
+    (W, O) with O W fixed); None otherwise."""
+    if arch.values is None:
+        return None
+    if any(v > min(d_in, d_out) for v, d_in, d_out in
+           zip(arch.values, arch.widths[:-1], arch.widths[1:])):
+        return None
+    return sum(H * v * v for H, v in zip(arch.head_counts, arch.values))
+
+
+FAMILIES: tuple[Family, ...] = (
+    # The paper's model (docs/math/deep.md, docs/hidden_directions.md).
+    Family("key GL(a_i) (Lemma 3.1)", True, lambda a: not a.is_block,
+           "docs/math/single-layer.md#from-q-k-to-a", generic_count=_key_gl_count,
+           move="GL(a_i)"),
+    Family("between-layer GL(d_i) (Eq. 9)", True, lambda a: not a.is_block and a.n_layers > 1,
+           "docs/math/deep.md#symmetries", move="GL(d_i)"),
+    Family("rescaling (Eq. 13)", True, lambda a: not a.is_block and _lightning(a),
+           "docs/math/deep.md#symmetries", move="rescale"),
+    Family("hidden directions (kernel of the layer map)", True,
+           lambda a: not a.is_block and a.n_layers > 1,
+           "docs/hidden_directions.md#1-kernel-of-the-layer-map-the-hidden-block",
+           move="unseen directions"),
+    Family("read-out directions", True, lambda a: not a.is_block and a.n_layers > 1,
+           "docs/hidden_directions.md#2-the-read-out-symmetry"),
+    # Every other network: heads, value widths, residuals, MLPs, norms (docs/blocks.md).
+    Family("per-head GL(a) on (Q, K)", False, lambda a: True, _BLOCKS,
+           at_layer=lambda a, i: True, build=c.key_gl_tangents, generic_count=_key_gl_count,
+           move="per-head GL(a)"),
+    Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
+           _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
+           generic_count=_value_gl_count, move="per-head GL(v)"),
+    Family("per-head rescaling", False, lambda a: _lightning(a), _BLOCKS,
+           at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
+           move="per-head rescaling"),
+    Family("head mixing", False, lambda a: _lightning(a), _BLOCKS,
+           at_layer=lambda a, i: a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
+           build=c.head_mixing_tangents, move="head mixing"),
+    Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
+           _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
+    Family("MLP neuron rescaling", False,
+           lambda a: a.mlp is not None and a.activation in ("square", "relu"),
+           _BLOCKS, at_layer=lambda a, i: a.mlp_widths[i - 1] > 0,
+           build=c.neuron_rescaling_tangents, move="MLP neuron rescaling"),
+    Family("unseen directions", False, lambda a: not a.residual, _BLOCKS,
+           at_layer=lambda a, i: True, build=c.unseen_tangents),
+    Family("norm gain rescaling", False, lambda a: a.norm != "none", _BLOCKS,
+           at_layer=lambda a, i: True, build=c.gain_rescaling_tangents),
+    Family("layernorm mean directions", False, lambda a: a.norm == "layernorm",
+           _BLOCKS, at_layer=lambda a, i: True, build=c.mean_direction_tangents),
+    Family("layernorm shifts", False,
+           lambda a: a.norm == "layernorm" and not a.residual, _BLOCKS,
+           at_layer=lambda a, i: True, build=c.layernorm_shift_tangents),
+    Family("one-token softmax", False,
+           lambda a: a.attention == "softmax" and a.tokens == 1, _BLOCKS,
+           at_layer=lambda a, i: True, build=c.one_token_tangents),
+    Family("norm rotations", False, lambda a: a.norm != "none" and not a.residual,
+           _BLOCKS, at_layer=lambda a, i: True, build=c.norm_rotation_tangents),
+    Family("one-token basis changes", False,
+           lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
+                      and a.norm == "none"), _BLOCKS, build=c.basis_change_tangents),
+)
+
+_BY_NAME = {family.name: family for family in FAMILIES}
+# The families of networks beyond the paper's model, in the order their tangents are stacked.
+CATALOGUE = tuple(f for f in FAMILIES if not f.paper)
+# The fiber moves that are not tangent families: discrete symmetries (`geometry.moves`).
+DISCRETE_MOVES = {"head permutation": "permuting the heads of a layer",
+                  "MLP neuron permutation": "permuting the neurons of an MLP",
+                  "swap": "the one-layer rank-one swap (Theorem 3.2)"}
+
+
+def family(name: str) -> Family:
+    """The family called `name` (KeyError naming the known ones otherwise)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no symmetry family {name!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+def family_of_move(move: str) -> str | None:
+    """The registry name of the family a `fiber` move applies (None for a discrete move)."""
+    return next((f.name for f in FAMILIES if f.move == move), None)
+
+
+def families_for(arch: Architecture) -> tuple[Family, ...]:
+    """The families the engines split off for `arch`, in registry order: the paper's group for
+    the paper's model, the catalogue for every other network. (The catalogue holds for the
+    paper's model too, as the one-head instance; `tangent_rows` builds it for any network.)"""
+    return tuple(f for f in FAMILIES if f.paper == (not arch.is_block) and f.applies(arch))
+
+
+def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
+                    ) -> list[tuple[str, list[dict[str, torch.Tensor]]]]:
+    """[(family, [tangent as {block name: direction}, ...]), ...] for every catalogue family in
+    registry order (an empty list where a family does not apply), at named blocks `blocks`."""
+    zero = {name: torch.zeros_like(t) for name, t in blocks.items()}
+    out = []
+    for fam in CATALOGUE:
+        tangents: list[dict] = []
+        if fam.applies(arch):
+            if fam.at_layer is None:
+                fam.build(arch, blocks, ops, zero, tangents.append)
+            else:
+                for i in range(1, arch.n_layers + 1):
+                    if fam.at_layer(arch, i):
+                        fam.build(arch, blocks, ops, i, zero, tangents.append)
+        out.append((fam.name, tangents))
+    return out
+
+
+def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
+                 ) -> tuple[torch.Tensor, list[tuple[str, int]]]:
+    """All catalogue tangents as rows of length n_params, and (family, row count) in order."""
+    layout = block_layout(arch)
+    sample = next(iter(blocks.values()))
+    rows, counts = [], []
+    for name, tangents in family_tangents(arch, blocks, ops):
+        for parts in tangents:
+            row = torch.zeros(arch.n_params, dtype=sample.dtype)
+            for block, shape, offset in layout:
+                if block in parts:
+                    row[offset: offset + shape[0] * shape[1]] = parts[block].reshape(-1)
+            rows.append(row)
+        counts.append((name, len(tangents)))
+    if not rows:
+        return torch.zeros((0, arch.n_params), dtype=sample.dtype), counts
+    return torch.stack(rows), counts
