@@ -242,3 +242,13 @@ def test_auto_keeps_its_numerical_answer_when_the_escalation_would_not_fit(monke
     r = neuromanifold_dim(Architecture((3, 4, 2), (2, 1), 3, "softmax"), method="auto")
     assert r.method == "numerical"
     assert any("not escalated" in n for n in r.notes)
+
+
+def test_gauge_and_elimination_are_routes_of_the_papers_model_only():
+    """The gauge (and so the elimination) applies to the paper's model only: a two-head network
+    of the same widths, which the engine reads without a gauge, is not planned with one."""
+    paper = Architecture((80, 80, 80), (8, 8), 16, "softmax")
+    heads = Architecture((80, 80, 80), (8, 8), 16, "softmax", heads=2)
+    assert memory.gauge_applies(paper) and not memory.gauge_applies(heads)
+    assert not memory.eliminates(heads)
+    assert "numerical rank" in memory.numerical_estimate(heads).what

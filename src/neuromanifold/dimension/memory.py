@@ -175,9 +175,9 @@ def _valid_samples(samples: object) -> int | None:
 
 
 def gauge_applies(arch: Architecture) -> bool:
-    """True when the gauge of `dimension.gauge` applies: softmax, a_i <= d_{i-1} and
-    d_i <= d_{i-1} for 1 <= i < l."""
-    if arch.attention != "softmax":
+    """True when the gauge of `dimension.gauge` applies: the paper's model (one head, unfactored
+    values, no residual, MLP or norm), softmax, a_i <= d_{i-1} and d_i <= d_{i-1} for 1 <= i < l."""
+    if arch.attention != "softmax" or arch.is_block:
         return False
     keys_ok = all(a <= d for a, d in zip(arch.keys, arch.widths[:-1]))
     inter_ok = all(arch.widths[i] <= arch.widths[i - 1] for i in range(1, arch.n_layers))
