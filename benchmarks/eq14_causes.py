@@ -30,7 +30,7 @@ def bound_without_readout(arch, weights, p: int, use_old_count: bool) -> int:
     import torch
 
     import neuromanifold.dimension.modular as mod
-    from neuromanifold.core.symmetries import symmetry_tangents
+    from neuromanifold.symmetries.paper import symmetry_tangents
     from neuromanifold.dimension.exact import staircase_boundaries
 
     new_block = mod.hidden_block_rank

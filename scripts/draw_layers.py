@@ -181,13 +181,16 @@ def draw(arrows, lines, about, floor, bad, png: str | None = None) -> None:
             centre[node] = (x + 1.2, y)
     bad_set = set(bad)
     for node, targets in sorted(arrows.items()):
-        for other in sorted(targets):
+        for other in sorted(targets - {"errors"}):  # every folder imports errors: said once
+
             (x0, y0), (x1, y1) = centre[node], centre[other]
             up = (node, other) in bad_set or floor[other] >= floor[node]
             ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1 + 0.8), arrowstyle="-|>",
                                          mutation_scale=8, lw=0.6, alpha=0.7,
                                          color="#c0392b" if up else "#7f8c8d",
                                          connectionstyle="arc3,rad=0.05"))
+    ax.text(0.2, -0.25, "arrows: imports (every folder also imports errors); red: an import that "
+            "does not point down", fontsize=7, color="#555555")
     TARGET.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(TARGET, metadata={"Date": None})
     if png:  # a preview for a reader without an SVG viewer

@@ -3,11 +3,11 @@
 
 Usage: .venv/bin/python scripts/fill_doc_outputs.py docs/tutorial.md README.md ...
 
-Each page runs as tests/test_docs.py runs it: in a fresh scratch folder, its ```python blocks
+Each page runs as tests/project/test_docs.py runs it: in a fresh scratch folder, its ```python blocks
 and commands in document order (a block after a `<!-- slow -->` line is skipped), so a command
 can read the files an earlier block wrote. A command is written `$ .venv/bin/neuromanifold ...`
 and the lines after it, up to the next `$ ` line, are replaced by what it prints on stdout.
-tests/test_docs.py then checks that the pages still show what the tool prints (timings aside).
+tests/project/test_docs.py then checks that the pages still show what the tool prints (timings aside).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "project"))
 import test_docs  # noqa: E402 - the test's own parsing of the pages
 
 _PROMPT = re.compile(r"^\$ (\.venv/bin/)?neuromanifold ")

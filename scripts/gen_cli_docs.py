@@ -2,7 +2,7 @@
 """Write docs/cli.md from the typer app, so the CLI reference cannot drift from the code.
 
 Usage: `.venv/bin/python scripts/gen_cli_docs.py` (writes docs/cli.md) or `... --check` (exit 1
-if docs/cli.md is out of date). tests/test_docs.py runs the check.
+if docs/cli.md is out of date). tests/project/test_docs.py runs the check.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ Exit codes:
 """
 
 
-# Examples that tests/test_docs.py runs (seconds each); the others need input files or minutes.
+# Examples that tests/project/test_docs.py runs (seconds each); the others need input files or minutes.
 RUN_BY_TESTS = ("dim", "figure3", "heads", "degree", "equations")
 NOT_RUN = {"classify": "needs a single-layer weight file, e.g. written by write_weights",
            "fiber": "needs two weight files, e.g. written by write_weights",
            "rank": "needs a weight file, e.g. written by write_weights",
            "figure1": "about half a minute", "count": "loads transformers when installed",
            "sweep": "minutes: the whole shipped grid", "report": "needs the store the sweep writes"}
-SLOW_MARK = "<!-- slow -->"  # tests/test_docs.py skips the block after it
+SLOW_MARK = "<!-- slow -->"  # tests/project/test_docs.py skips the block after it
 
 
 def _cell(text: str) -> str:

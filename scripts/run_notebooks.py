@@ -6,7 +6,7 @@ Usage: .venv/bin/python scripts/run_notebooks.py [NOTEBOOK.ipynb ...]
 Each notebook runs top to bottom in a fresh Python kernel (nbclient; the `python3` kernel of
 this environment, from ipykernel), in a scratch folder, and is written back with its outputs, so
 the site (mkdocs-jupyter, which does not execute them) shows what they print. Every notebook
-asserts its own results; tests/test_notebooks.py executes them again without writing.
+asserts its own results; tests/project/test_notebooks.py executes them again without writing.
 """
 
 from __future__ import annotations

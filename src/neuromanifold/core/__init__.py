@@ -1,1 +1,1 @@
-"""Core mathematics: architectures, weights, the network maps, symmetries, closed forms, seeds."""
+"""The network: architectures, parameter layouts and weights, the network map over any arithmetic, the float rank rule, closed forms, checks and seeds."""

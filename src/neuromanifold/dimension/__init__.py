@@ -1,1 +1,1 @@
-"""Dimension engines: the result vocabulary, the one float rank rule, numerical and exact ranks."""
+"""Dimension engines: a problem and its routes (api), the numerical, exact and certified engines, their plans (memory) and the result vocabulary."""

@@ -22,7 +22,7 @@ The same two bounds as the plain softmax model (`dimension.ball`):
   path.
 
 The map is `core.blocks.block_forward` itself, run in the `BallDual` arithmetic;
-tests/test_certified_blocks.py checks that the balls contain the float64 values and autodiff
+tests/dimension/test_ball_dual.py checks that the balls contain the float64 values and autodiff
 Jacobian columns.
 """
 

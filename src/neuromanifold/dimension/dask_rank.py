@@ -48,7 +48,7 @@ nothing reads an input after its tree step:
   inputs (the samples) are never written.
 - A tree step that fails midway leaves its target half folded; the computation fails with it
   (no retries are requested), so no one reads that target.
-`tests/test_dask_dim.py` checks that a gathered factor stays unchanged while later batches are
+`tests/dimension/test_dask_rank.py` checks that a gathered factor stays unchanged while later batches are
 combined with the root, and that the grown rank equals the local one.
 
 The workers receive the architecture, the seed and the input samples X of their chunk (N x d_0 x t

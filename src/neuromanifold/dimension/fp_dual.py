@@ -4,7 +4,7 @@ Polynomial networks: lightning attention, square activation (or no MLP), no norm
 `core.blocks.block_forward` itself, run in the `FpDual` arithmetic: every value carries its
 derivative in every chosen parameter direction (the product rule after every product, every
 product reduced mod p), so one pass gives those columns of the Jacobian J of
-W -> (phi_W(X_1), ..., phi_W(X_N)) mod p; no floating point is used. tests/test_blocks.py checks
+W -> (phi_W(X_1), ..., phi_W(X_N)) mod p; no floating point is used. tests/core/test_blocks.py checks
 the result against the float64 map on integer weights. The exact engine (`exact.exact_dim`)
 reads its rank for networks beyond the paper's model, with the registry's tangents mod p
 (`fp_ops`) for the upper bound.

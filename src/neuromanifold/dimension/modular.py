@@ -79,7 +79,7 @@ def forward_mod_p(weights: LayerWeights, X: torch.Tensor, p: int,
     If `keep` is a list, the per-layer intermediates (Z, U, W, S, Y) are appended to it.
     NOTE: [A second copy of the lightning map] `maps.forward` is the definition; this copy
     exists because every product must be reduced mod p without overflow (`matmul_mod`) and the
-    hand-written reverse pass needs the intermediates. tests/test_exact.py checks the two agree
+    hand-written reverse pass needs the intermediates. tests/dimension/test_exact.py checks the two agree
     on integer weights, so the map is still defined once and verified here.
     """
     Z = X

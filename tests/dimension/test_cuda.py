@@ -1,5 +1,5 @@
 """`--device cuda` without a GPU: the numerical paths keep every tensor on the device asked for,
-read ranks with the precise cuSOLVER driver, and budget the GPU's memory (tests/device_audit.py
+read ranks with the precise cuSOLVER driver, and budget the GPU's memory (tests/dimension/device_audit.py
 labels each tensor with the device it would live on). With a GPU, cuda and cpu agree."""
 
 import os

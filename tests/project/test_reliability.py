@@ -31,7 +31,7 @@ from neuromanifold.sweeps import store as store_module
 from neuromanifold.sweeps.engine import sweep
 from neuromanifold.sweeps.store import insert_result, open_store, read_results
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 PROBE = settings(max_examples=40, deadline=None, derandomize=True,
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 TINY_GRID = 'widths = [[2, 3], [3, 2]]\nkeys = [[1]]\ntokens = [2]\nmethod = ["exact"]\n'

@@ -16,7 +16,7 @@ from neuromanifold.dimension.jacobians import block_jacobian
 from neuromanifold.symmetries.registry import (CATALOGUE, FAMILIES, families_for, family,
                                                family_of_move, family_tangents, tangent_rows)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NETWORKS = [
     Architecture((3, 5, 3), (2, 2), 3, heads=(2, 3), values=(2, 2), mlp=(3, 2)),
     Architecture((5, 5, 5), 2, 2, "softmax", heads=2, residual=True, mlp=3, norm="layernorm",

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("draw_layers", ROOT / "scripts" / "draw_layers.py")
 layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(layers)

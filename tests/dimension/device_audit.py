@@ -1,5 +1,5 @@
 """A CPU stand-in for a CUDA run: every tensor carries the device it would live on, and mixing
-devices is recorded (helpers for tests/test_cuda_plumbing.py).
+devices is recorded (helpers for tests/dimension/test_cuda.py).
 
 `DeviceAudit` is a `TorchFunctionMode`. The computation really runs on the CPU, but each tensor
 made by a torch call is labelled with the device the call asked for: `device="cuda"` in a

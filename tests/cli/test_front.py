@@ -12,7 +12,7 @@ import neuromanifold
 from neuromanifold import Architecture, InputError
 from neuromanifold.cli.app import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(capsys, *args):

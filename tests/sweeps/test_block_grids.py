@@ -16,7 +16,7 @@ from neuromanifold.sweeps.report import write_report
 from neuromanifold.sweeps.store import STORE_SCHEMA_VERSION, check_store, read_results
 
 V1_STORE = Path(__file__).parent / "data" / "store_v1.sqlite"
-# The grid that wrote tests/data/store_v1.sqlite (schema 1, before block options existed).
+# The grid that wrote tests/sweeps/data/store_v1.sqlite (schema 1, before block options existed).
 V1_GRID = """
 widths = [[3, 3], [3, 2, 3]]
 keys = [[2], [2, 2]]

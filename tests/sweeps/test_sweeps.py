@@ -21,7 +21,7 @@ from neuromanifold.sweeps.grid import item_key, load_grid
 from neuromanifold.sweeps.items import compute_item
 from neuromanifold.sweeps.store import check_store, read_results
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 SMALL_GRID = """
 widths = [[3, 3, 3], [3, 5, 3], [5, 3, 5], [3, 3]]
