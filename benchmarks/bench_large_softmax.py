@@ -16,7 +16,7 @@ import time
 import torch
 
 from neuromanifold import Architecture, numerical_dim
-from neuromanifold.dimension import rank as rank_module
+from neuromanifold.core import rank as rank_module
 from neuromanifold.dimension.memory import format_bytes, numerical_estimate, on_gpu
 from neuromanifold.dimension.numerical import resolve_device
 
