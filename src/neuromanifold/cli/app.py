@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuromanifold: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Abort, KeyboardInterrupt):
-        return _interrupted(debug)
+        return _interrupted(debug or argv is not None)
     except InputError as exc:
         if debug:
             raise
@@ -140,15 +140,16 @@ def main(argv: list[str] | None = None) -> int:
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_AMBIGUOUS
     if interrupted:  # typer turns KeyboardInterrupt into a silent exit code 130
-        return _interrupted(debug)
+        return _interrupted(debug or argv is not None)
     return code if isinstance(code, int) else 0
 
 
 _INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
 
 
-def _interrupted(debug: bool) -> int:
-    """Say `_INTERRUPTED` (one line) and silence the teardown that follows, unless --debug.
+def _interrupted(keep_reports: bool) -> int:
+    """Say `_INTERRUPTED` (one line) and silence the teardown that follows, unless --debug or
+    `main` was called with its arguments (from Python, whose process goes on: `keep_reports`).
 
     A Ctrl-C can land inside a library's start-up (a Dask LocalCluster half started): its exit
     handlers then fail on the half-made objects and print tracebacks (Dask's `close_clusters`
@@ -157,7 +158,7 @@ def _interrupted(debug: bool) -> int:
     muted for the rest of the process; the clean-up itself still runs.
     """
     print(_INTERRUPTED, file=sys.stderr, flush=True)
-    if not debug:
+    if not keep_reports:
         sys.unraisablehook = lambda _unraisable: None
         logging.disable(logging.CRITICAL)
         warnings.simplefilter("ignore")
