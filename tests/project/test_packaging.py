@@ -70,3 +70,25 @@ def test_license_is_a_pep_639_expression_with_its_file(dist):
     text = wheel.read(shipped[0]).decode()
     assert text.startswith("MIT License") and "The neuromanifold contributors" in text
     assert "name: The neuromanifold contributors" in (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+
+
+def test_package_description_has_no_relative_link(dist):
+    """The long description (README.md, read from the package metadata where no repository is
+    beside it) links only to absolute URLs: every path into the repository is plain text."""
+    import re  # noqa: PLC0415
+    import tarfile  # noqa: PLC0415
+
+    wheel = zipfile.ZipFile(next(dist.glob("*.whl")))
+    metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")))
+    with tarfile.open(next(dist.glob("*.tar.gz"))) as sdist:
+        pkg_info = sdist.extractfile(next(m for m in sdist.getmembers()
+                                          if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")))
+        descriptions = [metadata.decode(), pkg_info.read().decode()]
+    for text in descriptions:
+        assert "Description-Content-Type: text/markdown" in text
+        body = text.split("\n\n", 1)[1]  # the headers, then the README
+        assert "## Quick start" in body
+        targets = re.findall(r"\]\(([^)\s]+)\)", body) + re.findall(r"<(?:a|img)\b[^>]*(?:href|src)=\"([^\"]+)\"", body)
+        assert targets, "the description links the paper at least"
+        relative = [t for t in targets if not re.match(r"^https?://", t)]
+        assert not relative, relative

@@ -435,3 +435,70 @@ def test_api_refuses_string_samples_and_composite_primes():
         neuromanifold_dim(arch, prime=4)
     with pytest.raises(InputError, match="^`prime` must be a prime below 2\\^31"):
         neuromanifold_dim(Architecture((3, 3), (2,), 3), prime=2 ** 61 - 1)
+
+
+# ---------------------------------------------------------------- deep networks and Ctrl-C
+
+def test_deep_network_jacobian_passes_report_progress(monkeypatch):
+    """A deep network's long phases (the gauge's forward-mode columns, the float Jacobian and the
+    ball block of the certified path) each say how far they are, throttled by time."""
+    from neuromanifold.dimension import ball, gauge, jacobians  # noqa: PLC0415
+
+    monkeypatch.setattr(gauge, "_PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(gauge, "_CHUNK_BYTES", 1)  # one column a chunk: several lines
+    arch = Architecture((3, 2, 3), (2, 2), 2, attention="softmax")
+    lines: list[str] = []
+    result = neuromanifold_dim(arch, method="numerical", progress=lines.append)
+    assert (result.dimension, result.status) == (20, "settled")  # the same answer as without progress
+    assert any(line.startswith("Jacobian columns ") for line in lines), lines
+
+    monkeypatch.setattr(ball, "_PROGRESS_SECONDS", 0.0)
+    weights, X = ball.rational_point(arch, 0, 3)
+    lines = []
+    J = jacobians.jacobian(arch, ball.flatten(weights), X)
+    ball.ball_jacobian_block(arch, weights, X, list(range(J.shape[0])), [0, 1], lines.append)
+    assert [line.split(" (")[0] for line in lines] == [
+        "ball Jacobian block: sample 1/3", "ball Jacobian block: sample 2/3"]
+
+
+def test_deep_network_progress_is_not_printed_when_quick():
+    """A network that takes well under a second prints no progress line of those passes."""
+    lines: list[str] = []
+    neuromanifold_dim(Architecture((3, 2, 3), (2, 2), 2, attention="softmax"), method="numerical",
+                      progress=lines.append)
+    assert not [line for line in lines if "Jacobian columns" in line or "ball Jacobian" in line]
+
+
+def test_ctrl_c_while_the_dask_local_cluster_starts_prints_one_line():
+    """Ctrl-C while `dim --backend dask` starts its LocalCluster: exit 130 and the one
+    interrupted line, without Dask's atexit or asyncio tracebacks after it."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())",
+           "dim", "--widths", "3,2,3", "--keys", "2", "--tokens", "2", "--backend", "dask"]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=src), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        seen = []
+        for line in proc.stderr:  # bounded: the process ends by itself within seconds
+            seen.append(line)
+            if "starting a LocalCluster" in line:
+                break
+        time.sleep(0.7)  # inside the cluster's start (measured: it takes 1-5 s)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    err = "".join(seen) + err
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal landed")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1] == "neuromanifold: interrupted; results already written are kept"

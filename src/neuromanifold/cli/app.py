@@ -10,9 +10,11 @@ errors, which suggest --debug); 2 bad input (one line on stderr); 130 interrupte
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
+import warnings
 
 import typer
 from typer import Abort
@@ -120,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuromanifold: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (Abort, KeyboardInterrupt):
-        print(_INTERRUPTED, file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(debug or argv is not None)
     except InputError as exc:
         if debug:
             raise
@@ -139,12 +140,29 @@ def main(argv: list[str] | None = None) -> int:
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_AMBIGUOUS
     if interrupted:  # typer turns KeyboardInterrupt into a silent exit code 130
-        print(_INTERRUPTED, file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(debug or argv is not None)
     return code if isinstance(code, int) else 0
 
 
 _INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+
+
+def _interrupted(keep_reports: bool) -> int:
+    """Say `_INTERRUPTED` (one line) and silence the teardown that follows, unless --debug or
+    `main` was called with its arguments (from Python, whose process goes on: `keep_reports`).
+
+    A Ctrl-C can land inside a library's start-up (a Dask LocalCluster half started): its exit
+    handlers then fail on the half-made objects and print tracebacks (Dask's `close_clusters`
+    atexit callback, asyncio's "Task exception was never retrieved"), after the one line that
+    matters. Those reports go through `sys.unraisablehook`, logging and warnings: all three are
+    muted for the rest of the process; the clean-up itself still runs.
+    """
+    print(_INTERRUPTED, file=sys.stderr, flush=True)
+    if not keep_reports:
+        sys.unraisablehook = lambda _unraisable: None
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+    return EXIT_INTERRUPTED
 
 
 def _spaced_list_hint(args: list[str]) -> str | None:

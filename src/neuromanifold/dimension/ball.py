@@ -138,14 +138,21 @@ def _left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
     return out.reshape(M.nrows(), r, t).transpose(1, 0, 2)
 
 
+# Seconds between two progress lines of `ball_jacobian_block` (a deep network's block takes
+# minutes; its samples a fraction of a second each).
+_PROGRESS_SECONDS = 5.0
+
+
 def ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tensor,
-                         rows: list[int], cols: list[int]) -> np.ndarray:
+                        rows: list[int], cols: list[int],
+                        progress: Progress | None = None) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n at (weights, X), in arb at the current precision.
 
     Forward mode: each chosen column is a unit parameter direction; the tangent of every layer
     state is propagated with d softmax(L)_{ji} = S_ji (dL_ji - sum_k S_ki dL_ki), columns i
     (lightning: S = L, dS = dL).
-    Rows are ordered (n, k, i) as in `jacobians.jacobian`.
+    Rows are ordered (n, k, i) as in `jacobians.jacobian`. A line to `progress` before a sample
+    when `_PROGRESS_SECONDS` have passed since the last one (deep networks take minutes).
     """
     layout = arch.param_layout()
     owner = []  # column -> (layer, block, r, s)
@@ -168,7 +175,12 @@ def ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tens
     for out_row, row in enumerate(rows):
         n, rest = divmod(row, per_sample)
         by_sample.setdefault(n, []).append((out_row, rest))
-    for n, wanted in by_sample.items():
+    t0 = last = time.perf_counter()
+    for done, (n, wanted) in enumerate(by_sample.items(), start=1):
+        now = time.perf_counter()
+        if progress is not None and done > 1 and now - last >= _PROGRESS_SECONDS:
+            last = now
+            progress(f"ball Jacobian block: sample {done - 1}/{len(by_sample)} ({now - t0:.1f} s)")
         Z = arb_array(X[n].numpy())
         dZ = np.zeros((n_dir,) + Z.shape, dtype=object)
         for layer, (Q, K, V) in enumerate(zip(Qs, Ks, Vs), start=1):
@@ -242,7 +254,8 @@ def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, ta
     """
     if J is None:
         J = jacobian(arch, flatten(weights), X)
-    return prove_rank(J, target, lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols),
+    return prove_rank(J, target,
+                      lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols, progress),
                       precision=precision, progress=progress)
 
 
@@ -373,8 +386,8 @@ def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | N
 
     def point(seed: int, n: int):
         weights, X = rational_point(arch, seed, n)
-        return (jacobian(arch, flatten(weights), X),
-                lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols))
+        return (jacobian(arch, flatten(weights), X, progress),
+                lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols, progress))
 
     return certify_rank(arch, upper_bound, point, seed=seed, samples=samples, precision=precision,
                         prime=prime, progress=progress, formula=expected_dim(arch),

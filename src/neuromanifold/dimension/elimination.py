@@ -47,6 +47,7 @@ from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import finite_rows
 from ..core.rank import NumericalRank, numerical_rank, singular_values
+from .result import Progress
 
 # Rows kept per sample after the sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2
@@ -90,10 +91,11 @@ class LastValueElimination:
         self.sketched = 0    # rows of Y the sketches left out
         self._pending = 0    # samples whose rows of Y have not been emitted yet
 
-    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor,
+             progress: Progress | None = None) -> tuple[torch.Tensor, float]:
         """(new rows of Y, tangent leak) for the samples X (appended to those seen before)."""
         n, t, d_l, d_in = X.shape[0], arch.tokens, arch.widths[-1], arch.widths[-2]
-        J = finite_rows(forward_columns(arch, params, X, self.other))          # rows (n, r, s)
+        J = finite_rows(forward_columns(arch, params, X, self.other, progress))  # rows (n, r, s)
         J = J.reshape(n, d_l, t, self.columns)
         W = finite_rows(last_input(arch, params, X)).transpose(1, 2)           # (n, s, c)
         # One scale per (n, s): the norm of the d_l rows (n, :, s) of J on all free columns.

@@ -21,6 +21,7 @@ submatrices are well conditioned; otherwise `gauge_split` returns None and the d
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,7 @@ from ..symmetries.paper import readout_tangents_float, symmetry_tangents
 from .jacobians import KernelSplit, jacobian
 from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of forward-mode directions
 from .memory import gauge_applies, tangent_count  # noqa: F401  (torch-free; re-exported)
+from .result import Progress
 
 # Largest condition number of a pivot submatrix accepted (its log10 is what the rank gap can
 # lose, since sigma(J) <= sigma(J[:, free]) ||B|| with B built from the inverse submatrices).
@@ -72,14 +74,15 @@ class GaugeSplit:
     condition: float     # largest condition number of a pivot submatrix
     weights: LayerWeights
 
-    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor,
+             progress: Progress | None = None) -> tuple[torch.Tensor, float]:
         """(J[:, free] with unit rows, tangent leak) for the samples X; J never formed in full
         when forward mode over the free columns is the cheaper direction."""
         n_rows = X.shape[0] * arch.widths[-1] * arch.tokens
         if n_rows < self.free.numel():
             J = jacobian(arch, params, X)[:, self.free]  # reverse mode: one pass per row
         else:
-            J = forward_columns(arch, params, X, self.free)
+            J = forward_columns(arch, params, X, self.free, progress)
         J = J / J.norm(dim=1, keepdim=True).clamp(min=torch.finfo(J.dtype).tiny)
         # The kernel property holds sample by sample: two samples per block check it.
         return J, self.leak(arch, params, X[:_CHECK_SAMPLES])
@@ -132,9 +135,15 @@ def _ratio(M: torch.Tensor, scale: torch.Tensor) -> float:
     return float(M.norm()) / s if s > 0 else 0.0
 
 
+# Seconds between two progress lines of `forward_columns` (deep networks: a chunk can take
+# seconds, the whole pass minutes).
+_PROGRESS_SECONDS = 1.0
+
+
 def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
-                     free: torch.Tensor) -> torch.Tensor:
-    """J[:, free] by forward mode: one jvp per free parameter, batched in chunks."""
+                    free: torch.Tensor, progress: Progress | None = None) -> torch.Tensor:
+    """J[:, free] by forward mode: one jvp per free parameter, batched in chunks; a line to
+    `progress` after a chunk when `_PROGRESS_SECONDS` have passed since the last one."""
     def f(w: torch.Tensor) -> torch.Tensor:
         return forward(arch, unflatten(arch, w), X).reshape(-1)
 
@@ -145,11 +154,17 @@ def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
                   * arch.n_layers + arch.n_params) * params.element_size()
     chunk = max(1, min(free.numel(), _CHUNK_BYTES // per_column))
     cols = []
+    t0 = last = time.perf_counter()
     for start in range(0, free.numel(), chunk):
         idx = free[start: start + chunk]
         directions = torch.zeros((idx.numel(), arch.n_params), dtype=params.dtype, device=params.device)
         directions[torch.arange(idx.numel(), device=params.device), idx] = 1
         cols.append(vmap(column)(directions))
+        now = time.perf_counter()
+        if progress is not None and now - last >= _PROGRESS_SECONDS:
+            last = now
+            progress(f"Jacobian columns {start + idx.numel()}/{free.numel()} for {X.shape[0]} "
+                     f"samples ({now - t0:.1f} s)")
     return torch.cat(cols).T
 
 

@@ -5,6 +5,7 @@ Forward mode (torch.func.jvp under vmap over chunks of basis directions), float6
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +18,7 @@ from ..core.maps import forward
 from ..core.parameters import unflatten
 from ..core.rank import clearly_independent, matrix_rank, numerical_rank, svd_driver, unit_scaled
 from .memory import AUTODIFF_CHUNK_BYTES as _CHUNK_BYTES  # one chunk of Jacobian columns
+from .result import Progress
 
 
 
@@ -26,14 +28,16 @@ def _chunk_columns(arch: Architecture, n_samples: int, itemsize: int) -> int:
     return max(1, min(arch.n_params, _CHUNK_BYTES // max(per_column, 1)))
 
 
-def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
+             progress: Progress | None = None) -> torch.Tensor:
     """J = d vec(phi_W(X_1..X_N)) / dW, shape (N * d_l * t, n_params), rows ordered (n, d_l, t).
 
     Networks beyond the paper's model (heads, values, residual, MLP, norms) take
-    `block_jacobian`. For the paper's model: forward mode (one jvp per parameter) when J has at least as many rows as columns, reverse
-    mode (one vjp per output coordinate) otherwise; both batched with vmap, in chunks that keep
+    `block_jacobian`. For the paper's model: forward mode (one jvp per parameter) when J has at
+    least as many rows as columns, reverse mode (one vjp per output coordinate) otherwise; both batched with vmap, in chunks that keep
     the intermediates near 512 MiB, in the dtype and on the device of `params`.
     Raises ComputationError when an entry overflows (inf or nan): no rank is read from it.
+    `progress` gets a line per chunk of forward mode once a second has passed (deep networks).
     """
     if arch.is_block:
         return block_jacobian(arch, params, X)
@@ -53,7 +57,15 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch
 
     chunk = _chunk_columns(arch, X.shape[0], params.element_size())
     eye = torch.eye(n, dtype=params.dtype, device=params.device)
-    cols = [vmap(column)(eye[start: start + chunk]) for start in range(0, n, chunk)]
+    cols = []
+    t0 = last = time.perf_counter()
+    for start in range(0, n, chunk):
+        cols.append(vmap(column)(eye[start: start + chunk]))
+        now = time.perf_counter()
+        if progress is not None and now - last >= 1.0:
+            last = now
+            progress(f"float Jacobian columns {min(start + chunk, n)}/{n} for {X.shape[0]} "
+                     f"samples ({now - t0:.1f} s)")
     return finite_rows(torch.cat(cols).T)
 
 
@@ -121,7 +133,8 @@ class KernelSplit:
         householder, tau = torch.geqrf(vh[:r].T.contiguous())
         return cls(householder, tau, r)
 
-    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor,
+             progress: Progress | None = None) -> tuple[torch.Tensor, float]:
         """(J Q2, leak) for the samples X, J with unit rows (row scaling keeps the rank and
         equilibrates a degree-3^l polynomial's dynamic range)."""
         J = jacobian(arch, params, X)

@@ -163,7 +163,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
 
         source = DaskRows(arch, seed, scheduler, say, samples)
     else:
-        source = LocalRows(arch, seed, dev, route)
+        source = LocalRows(arch, seed, dev, route, progress=say)
     try:
         return _grow_and_read(arch, source, samples=samples, seed=seed, dev=dev, min_gap=min_gap,
                               min_samples=min_samples, max_samples=max_samples,
@@ -184,8 +184,10 @@ class LocalRows:
 
     backend = None
 
-    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto"):
+    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto",
+                 progress: Progress | None = None):
         self.arch = arch
+        self.progress = progress  # for the lines of a long Jacobian pass (deep networks)
         t0 = time.perf_counter()
         self.families = self.ambient = None
         if arch.is_block:
@@ -220,7 +222,7 @@ class LocalRows:
     def add(self, X: torch.Tensor) -> None:
         """Compute and keep the rows J Q2 of the samples X."""
         t0 = time.perf_counter()
-        reduced, leak = self.split.rows(self.arch, self.params, X)
+        reduced, leak = self.split.rows(self.arch, self.params, X, self.progress)
         self.leak = max(self.leak, leak)
         self.kept.append(reduced)
         self.rows += reduced.shape[0]
