@@ -22,7 +22,6 @@ from neuromanifold.core.maps import forward
 from neuromanifold.core.parameters import random_weights
 from neuromanifold.dimension.api import neuromanifold_dim
 from neuromanifold.dimension.jacobians import block_jacobian
-from neuromanifold.dimension.modular import random_residues
 from neuromanifold.dimension.fp_dual import forward_dual_mod_p, jacobian_mod_p
 
 P = 2147483629

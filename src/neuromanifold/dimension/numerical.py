@@ -25,8 +25,7 @@ from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
 from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
                      NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
-from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, svd_driver,
-                   unit_scaled)
+from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
 from .gauge import symmetry_split
 from .jacobians import KernelSplit, family_ranks
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples

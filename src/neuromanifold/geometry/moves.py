@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture, check_architecture
-from ..core.blocks import block_forward, block_layout, check_block_weights
+from ..core.blocks import block_forward, check_block_weights
 from ..core.checks import bad_value, check_choice, check_int, check_positive_float
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors

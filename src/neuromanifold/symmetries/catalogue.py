@@ -74,7 +74,6 @@ from typing import Callable
 import torch
 
 from ..core.architecture import Architecture
-from ..core.blocks import block_layout
 
 @dataclass(frozen=True)
 class TangentOps:
