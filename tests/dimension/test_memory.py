@@ -235,9 +235,9 @@ def test_auto_keeps_its_numerical_answer_when_the_escalation_would_not_fit(monke
     import neuromanifold.dimension.api as api
 
     monkeypatch.setattr(api, "ESCALATE_GAP_DECADES", 1e9)  # every gap counts as thin
-    from neuromanifold.dimension import memory
+    from neuromanifold.dimension import memory, plan
 
-    monkeypatch.setattr(memory, "certified_softmax_estimate",
+    monkeypatch.setattr(plan, "certified_softmax_estimate",
                         lambda *a, **k: memory.MemoryEstimate("huge", 10 ** 15, {}, "smaller"))
     r = neuromanifold_dim(Architecture((3, 4, 2), (2, 1), 3, "softmax"), method="auto")
     assert r.method == "numerical"

@@ -35,22 +35,20 @@ def figure3(
                                              "of the available memory (default 0.8)."),
 ) -> None:
     """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
-    from ..dimension.memory import check_memory, numerical_estimate  # noqa: PLC0415
-    from ..experiments.figure3 import check_figure3_deltas, figure3 as run_figure3, figure3_architecture, parse_int_set  # noqa: PLC0415
+    from ..experiments.figure3 import figure3 as run_figure3, figure3_plans, parse_int_set  # noqa: PLC0415
     from ..experiments.plots import plot_figure3  # noqa: PLC0415
 
     check_seed(seed)
     attention, device = attention.lower(), device.lower()
     Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
-    delta_list = check_figure3_deltas(parse_int_set("deltas", deltas), attention, max_memory)
+    check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
+    delta_list = parse_int_set("deltas", deltas)
+    plans = figure3_plans(delta_list, attention, samples=samples, device=device,
+                          max_memory=max_memory)  # every delta, before any work
     if out.exists() and not out.is_dir():
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
     check_output_files([png, table], force)
-    check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
-    if device == "cpu":  # the largest delta decides the peak (host memory; not checked on a GPU)
-        check_memory(max((numerical_estimate(figure3_architecture(d, attention), min_samples=samples)
-                          for d in delta_list), key=lambda e: e.peak), max_memory)
     out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
     err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
 
@@ -62,7 +60,7 @@ def figure3(
                   f"N = {result.n_samples}, {result.seconds['total']:.2f} s]")
 
     rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device,
-                       progress=report, method=method.lower(), precision=precision)
+                       progress=report, method=method.lower(), precision=precision, plans=plans)
     with staged_files([png, table]) as (png_tmp, table_tmp):
         with table_tmp.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

@@ -27,6 +27,8 @@ from ..errors import ResourceError
 from ..core.checks import METHODS, bad_value, check_choice, check_int, check_min_gap, check_seed
 from ..core.scheduler import check_backend
 from ..core.rank import MIN_GAP_DECADES
+from .plan import (certified_plan, checked_numerical_plan, cuda_available, exact_plan,
+                   numerical_plan)
 from .result import DimensionResult, Progress
 
 # A numerical rank of a non-polynomial network (softmax, blocks) whose singular-value gap is
@@ -213,31 +215,25 @@ def plan_route(problem: DimensionProblem) -> Route:
 
 
 def _numerical(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
-    """The float64 rank: host memory checked before torch is imported, so refusals are quick."""
-    from .memory import check_memory, numerical_estimate  # noqa: PLC0415
-
+    """The float64 rank: its plan checked before torch is imported, so refusals are quick."""
     arch, device = problem.arch, problem.device
-    if device != "cuda":
-        check_memory(numerical_estimate(arch, problem.samples), problem.max_memory,
-                     skip=lambda: device == "auto" and _cuda_available())
+    plan = checked_numerical_plan(arch, problem.samples, problem.max_memory, device)
     from .numerical import numerical_dim  # noqa: PLC0415
 
     return numerical_dim(arch, samples=problem.samples, seed=problem.seed, device=device,
                          min_gap=problem.min_gap, progress=progress,
-                         max_memory=problem.max_memory)
+                         max_memory=problem.max_memory, plan=plan)
 
 
 def _exact(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
     """The rank over F_p, with the symmetry upper bound unless the method is `exact`."""
-    from .memory import check_memory, exact_estimate  # noqa: PLC0415
-
     arch, certify = problem.arch, problem.method != "exact"
-    check_memory(exact_estimate(arch, certify, problem.samples), problem.max_memory)
+    plan = exact_plan(arch, certify, problem.samples).check(problem.max_memory)
     options = {} if problem.prime is None else {"prime": problem.prime}
     from .exact import exact_dim  # noqa: PLC0415
 
     return exact_dim(arch, certify=certify, samples=problem.samples, seed=problem.seed,
-                     progress=progress, max_memory=problem.max_memory, **options)
+                     progress=progress, max_memory=problem.max_memory, plan=plan, **options)
 
 
 def _check_dask(problem: DimensionProblem) -> None:
@@ -257,26 +253,19 @@ def _check_dask(problem: DimensionProblem) -> None:
 
 def _dask_dim(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
     """The numerical rank on Dask (refusals in `_check_dask`)."""
-    from .memory import check_memory, dask_client_estimate  # noqa: PLC0415
-
     arch = problem.arch
-    check_memory(dask_client_estimate(arch), problem.max_memory)  # before torch: quick
+    plan = checked_numerical_plan(arch, problem.samples, problem.max_memory, backend="dask",
+                                  scheduler=problem.scheduler)  # before torch: quick
     from .numerical import numerical_dim  # noqa: PLC0415
 
     result = numerical_dim(arch, samples=problem.samples, seed=problem.seed,
                            device=problem.device, min_gap=problem.min_gap, progress=progress,
                            max_memory=problem.max_memory, backend="dask",
-                           scheduler=problem.scheduler)
+                           scheduler=problem.scheduler, plan=plan)
     if problem.method == "auto":
         result.notes.append("auto with --backend dask: the numerical rank, not escalated (exact "
                             "and certified ranks run on this machine)")
     return result
-
-
-def _cuda_available() -> bool:
-    import torch  # noqa: PLC0415
-
-    return torch.cuda.is_available()
 
 
 def _warned(result: DimensionResult) -> DimensionResult:
@@ -304,13 +293,13 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
                               fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
     options = {"seed": problem.seed, "progress": progress, "prime": problem.prime,
                "precision": DEFAULT_PRECISION if precision is None else precision}
-    from .memory import certified_softmax_estimate, check_memory, numerical_estimate  # noqa: PLC0415
-
-    on_gpu = (lambda: device == "cuda" or (device == "auto" and _cuda_available()))
-    ball_estimate = certified_softmax_estimate(arch, samples, options["precision"])
+    on_gpu = (lambda: device == "cuda" or (device == "auto" and cuda_available()))
+    proof = certified_plan(arch, samples, options["precision"])
     # Both routes build the float Jacobian first; the certified one adds the ball block.
-    check_memory(ball_estimate if method == "certified" else numerical_estimate(arch, samples),
-                 max_memory, skip=on_gpu)
+    if method == "certified":
+        proof = proof.check(max_memory, skip=on_gpu)
+    else:
+        first_plan = numerical_plan(arch, samples).check(max_memory, skip=on_gpu)
     from .numerical import numerical_dim as float_dim  # noqa: PLC0415  (torch only past the check)
 
     def certified_dim(arch, **kwargs):
@@ -335,7 +324,8 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)
         first = float_dim(arch, samples=samples, seed=problem.seed, device=device,
-                          min_gap=problem.min_gap, progress=progress, max_memory=max_memory)
+                          min_gap=problem.min_gap, progress=progress, max_memory=max_memory,
+                          plan=first_plan)
     if first.status == "settled" and first.gap is not None and first.gap >= ESCALATE_GAP_DECADES:
         first.notes.append(f"auto: numerical gap {first.gap:.1f} >= {ESCALATE_GAP_DECADES} "
                            "decades, not escalated")
@@ -350,7 +340,7 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
                                         f"> {ESCALATE_MAX_PARAMS}; --method certified proves it)")
         return _warned(first)
     try:
-        check_memory(ball_estimate, max_memory)
+        proof.check(max_memory)
     except ResourceError as exc:  # keep the numerical answer, labelled as it is, and say why
         first.notes.append(f"auto: {why}, but not escalated: {exc}")
         return _warned(first)

@@ -70,12 +70,9 @@ import torch
 from ..core.architecture import Architecture
 from ..errors import InputError, ResourceError
 from .fold import fold_rows_
-from .memory import dask_fold_rows
-from .memory import NUMERICAL_ROW_BLOCK_BYTES
+from .memory import LOCAL_WORKERS, NUMERICAL_ROW_BLOCK_BYTES, dask_fold_rows
 from .result import Progress
 
-# Workers of the LocalCluster started when no scheduler address is given (one thread each).
-LOCAL_WORKERS = 2
 # Seconds to wait for a scheduler to answer before the address is refused.
 CONNECT_SECONDS = 10
 # Where a worker's budget comes from, in refusals.

@@ -31,6 +31,7 @@ from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
+from .plan import Plan, exact_plan
 from .fp_dual import degree_bound as dual_degree_bound
 from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
 from ..symmetries.registry import tangent_rows
@@ -132,7 +133,8 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
               progress: Progress | None = None, prime: int = DEFAULT_PRIME,
               rows: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
               max_seconds: float | None = None,
-              max_memory: str | float | int | None = None) -> DimensionResult:
+              max_memory: str | float | int | None = None,
+              plan: Plan | None = None) -> DimensionResult:
     """Exact rank over F_p of S J at a random F_p point (a proven lower bound on dim M).
 
     Math: rank_p(S J(w)) <= rank J(generic) = dim M <= n_params - rank_p(T(w)), T the symmetry
@@ -146,16 +148,17 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     probability claimed). `rows` is the number of cotangents per sample (default about t^2 + t).
     """
     check_architecture(arch)
-    if arch.is_block:  # heads, values, residual, MLP: the forward-dual route (`fp_dual`)
+    if not arch.is_polynomial:
+        raise bad_value("arch", "a polynomial network (lightning attention, square or no MLP, no "
+                        "norm) for an exact rank over F_p", str(arch), "Softmax networks are not "
+                        "polynomial (nor are relu/gelu/tanh MLPs or norms); use "
+                        "method='numerical' or 'certified'.")
+    if plan is None:  # `dimension.api` hands over the plan it has checked
+        plan = exact_plan(arch, certify, samples).check(max_memory)
+    if plan.route == "forward-dual":  # heads, values, residual, MLP (`fp_dual`)
         return _forward_dual_exact_dim(arch, certify=certify, samples=samples, seed=seed,
                                        progress=progress, prime=prime)
-    if not arch.is_polynomial:
-        raise bad_value("arch.attention", "'lightning' for an exact rank over F_p", arch.attention,
-                        "Softmax networks are not polynomial; use method='numerical'.")
     seed = check_seed(seed)
-    from .memory import check_memory, exact_estimate  # noqa: PLC0415
-
-    check_memory(exact_estimate(arch, certify, samples), max_memory)
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
@@ -283,9 +286,6 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
     or a batch adds no rank (`lower-bound`, with a Schwartz-Zippel probability); N fixed by
     `samples`, or `_MAX_ROUNDS` measurements, end it as `stopped` (a lower bound, no probability).
     """
-    if not arch.is_polynomial:
-        raise bad_value("method", "'numerical' for networks that are not polynomial", "exact",
-                        "Use lightning attention, square activation and no norm, or --method numerical.")
     seed = check_seed(seed)
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:

@@ -55,6 +55,8 @@ DASK_CLIENT_BYTES = 50 * MIB
 # Resident size a Dask worker process adds to torch and the package (measured: a worker of a
 # 76-parameter rank peaked at 379 MiB, against 227 MiB for torch and the package alone).
 DASK_WORKER_BYTES = 150 * MIB
+# Workers of the LocalCluster a Dask rank starts when given no scheduler address (`dask_rank`).
+LOCAL_WORKERS = 2
 
 
 def available_memory() -> int:
@@ -124,12 +126,14 @@ def format_bytes(n: float) -> str:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Estimated peak resident bytes of one computation, with the parts that make it up."""
+    """Estimated peak resident bytes of one computation, with the parts that make it up, and
+    the number of samples N it was estimated at (0 where N plays no part)."""
 
     what: str
     peak: int
     parts: dict = field(default_factory=dict)
     advice: str = ""
+    samples: int = 0
 
     def describe(self) -> str:
         """The estimate and its largest parts, in words."""
@@ -166,7 +170,7 @@ def on_gpu(estimate: MemoryEstimate) -> MemoryEstimate:
     parts = {k: v for k, v in estimate.parts.items() if k != "torch"}
     advice = estimate.advice.replace(", or --device cuda", "") + ", or a GPU with more memory"
     peak = estimate.peak - estimate.parts.get("torch", 0)
-    return MemoryEstimate(estimate.what + " on the GPU", peak, parts, advice)
+    return MemoryEstimate(estimate.what + " on the GPU", peak, parts, advice, estimate.samples)
 
 
 def _valid_samples(samples: object) -> int | None:
@@ -278,7 +282,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
               f"after eliminating the last value matrix here), fewer samples (--samples "
               f"{math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
-                          int(peak), parts, advice)
+                          int(peak), parts, advice, N)
 
 
 def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
@@ -353,7 +357,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
               f"{_fewer_tokens(arch, parts['Jacobian block'])}, fewer "
               f"samples (--samples {math.ceil(P / per_sample)} is the least), or --device cuda")
     return MemoryEstimate(f"numerical rank of {arch} ({P} parameters, N = {N})",
-                          int(peak), parts, advice)
+                          int(peak), parts, advice, N)
 
 
 def dask_client_estimate(arch: Architecture) -> MemoryEstimate:
@@ -411,7 +415,7 @@ def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> Memo
     advice = ("Give the workers more memory (dask worker --memory-limit, shared by its threads), "
               "or use smaller --widths or --keys")
     return MemoryEstimate(f"numerical rank of {arch} on Dask, one worker thread", int(peak), parts,
-                          advice)
+                          advice, N)
 
 
 def local_cluster_estimate(arch: Architecture, n_workers: int,
@@ -425,7 +429,7 @@ def local_cluster_estimate(arch: Architecture, n_workers: int,
               "on other machines")
     return MemoryEstimate(f"numerical rank of {arch} on a local Dask cluster (client and "
                           f"{n_workers} workers on this machine)",
-                          int(sum(parts.values())), parts, advice)
+                          int(sum(parts.values())), parts, advice, worker.samples)
 
 
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
@@ -459,7 +463,8 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
     advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {cols} matrix over F_p here)"
               f"{_fewer_tokens(arch, parts['rows of S J'])} or "
               f"--method numerical")
-    return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts, advice)
+    return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts,
+                          advice, N)
 
 
 # Bits of the ball arithmetic of the certified path (`ball.DEFAULT_PRECISION` reads it).
@@ -476,7 +481,7 @@ def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
     ball = 2 * upper * upper * (48 + 2 * math.ceil(precision / 64) * 8)
     parts = dict(base.parts, **{"ball block": ball})
     return MemoryEstimate(base.what.replace("numerical rank", "certified rank"), base.peak + ball,
-                          parts, base.advice.replace(", or --device cuda", ""))
+                          parts, base.advice.replace(", or --device cuda", ""), base.samples)
 
 
 def point_estimate(arch: Architecture, samples: int, certify: bool,
@@ -494,4 +499,4 @@ def point_estimate(arch: Architecture, samples: int, certify: bool,
     advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.widths[-1]))} "
               "is the least) or fewer tokens")
     return MemoryEstimate(f"rank at a point of {arch} ({P} parameters, N = {samples})",
-                          int(sum(parts.values())), parts, advice)
+                          int(sum(parts.values())), parts, advice, samples)

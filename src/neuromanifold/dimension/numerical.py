@@ -23,11 +23,12 @@ from ..core.formulas import ambient_bound, block_formula, effective_width, expec
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
-from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
+from .memory import (NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
                      NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
 from .gauge import symmetry_split
 from .jacobians import KernelSplit, family_ranks
+from .plan import Plan, checked_numerical_plan
 from .growth import default_max_samples, first_target, grow_by_half, grow_samples
 from .result import AmbiguousRankWarning, DimensionResult, Progress
 from .saturation import saturation_counts, saturation_note
@@ -36,7 +37,7 @@ from .verdict import numerical_verdict, unsettled_message
 DEFAULT_MIN_GAP = MIN_GAP_DECADES
 # How the rank is read: on J's columns left by the symmetry split ("full"), or after eliminating
 # the last value matrix exactly ("eliminate", `dimension.elimination`; gauge networks only).
-# "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on (`dimension.memory`).
+# "auto" eliminates from ELIMINATE_MIN_COLUMNS free columns on, as the plan decides (`dimension.plan`).
 ROUTES = ("auto", "full", "eliminate")
 
 
@@ -51,45 +52,23 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def check_gpu_memory(arch: Architecture, samples, max_memory, dev: torch.device,
-                     route: str = "auto") -> None:
-    """On a cuda device, refuse before allocating when the estimated peak (`dimension.memory`,
-    its tensors all on the GPU: `memory.on_gpu`) exceeds the budget: `max_memory`, or 80% of
-    the memory `torch.cuda.mem_get_info` reports free on `dev`. Nothing on other devices."""
+def check_gpu_memory(plan: Plan, max_memory, dev: torch.device) -> None:
+    """On a cuda device, refuse before allocating when the plan's peak (its tensors all on the
+    GPU: `memory.on_gpu`) exceeds the budget: `max_memory`, or 80% of the memory
+    `torch.cuda.mem_get_info` reports free on `dev`. Nothing on other devices."""
     if dev.type != "cuda":
         return
-    from .memory import check_memory, numerical_estimate, on_gpu  # noqa: PLC0415
+    from .memory import check_memory, on_gpu  # noqa: PLC0415
 
     free, _total = torch.cuda.mem_get_info(dev)
-    check_memory(on_gpu(numerical_estimate(arch, samples, route=route)), max_memory,
-                 available=free, where=f"free on {dev} ({torch.cuda.get_device_name(dev)})")
+    check_memory(on_gpu(plan.estimate), max_memory, available=free,
+                 where=f"free on {dev} ({torch.cuda.get_device_name(dev)})")
 
 
 def say_device(dev: torch.device, say: Progress) -> None:
     """One progress line naming the GPU a run computes on (nothing on the CPU)."""
     if dev.type == "cuda":
         say(f"computing on {dev}: {torch.cuda.get_device_name(dev)}")
-
-
-def _check_memory(arch: Architecture, samples, max_memory, device, backend: str = "local",
-                  route: str = "auto", scheduler: str | None = None) -> None:
-    """Refuse before allocating when the estimated host peak (`dimension.memory`) exceeds the
-    budget (`max_memory`, default 80% of the available memory); a GPU run is checked against
-    the GPU's memory instead, once the device is resolved (`check_gpu_memory`).
-    On Dask this is the client's peak (the workers check their own: `dask_rank`); with no
-    scheduler address, the client and the LocalCluster's workers together, all on this machine."""
-    from .memory import (check_memory, dask_client_estimate, local_cluster_estimate,  # noqa: PLC0415
-                         numerical_estimate)
-
-    if backend == "dask" and scheduler is None:
-        from .dask_rank import LOCAL_WORKERS  # noqa: PLC0415
-
-        check_memory(local_cluster_estimate(arch, LOCAL_WORKERS, samples), max_memory)
-    elif backend == "dask":
-        check_memory(dask_client_estimate(arch), max_memory)
-    elif str(device) != "cuda":
-        check_memory(numerical_estimate(arch, samples, route=route), max_memory,
-                     skip=lambda: str(device) == "auto" and torch.cuda.is_available())
 
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
@@ -108,7 +87,8 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                   max_seconds: float | None = None,
                   progress: Progress | None = None,
                   max_memory: str | float | int | None = None, backend: str = "local",
-                  scheduler: str | None = None, route: str = "auto") -> DimensionResult:
+                  scheduler: str | None = None, route: str = "auto",
+                  plan: Plan | None = None) -> DimensionResult:
     """Numerical dimension: rank of the float64 Jacobian of W -> (phi_W(X_1..X_N)) at random W.
 
     Math: dim M = rank dPhi_W for generic W and N large enough (docs/math/method.md).
@@ -121,10 +101,13 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     (`dimension.elimination`), where the gauge applies (local backend only).
 
     `backend` `dask` computes the rows on the workers of a Dask cluster (`scheduler`, an address
-    such as tcp://host:8786, or a LocalCluster of `dask_rank.LOCAL_WORKERS` workers started here)
+    such as tcp://host:8786, or a LocalCluster of `memory.LOCAL_WORKERS` workers started here)
     and reduces them there to a triangular factor with the same singular values
     (`dimension.dask_rank`): same samples, same rank rule, and this process holds only U x U
     matrices (U = the columns the rank is read on). CPU only.
+
+    `plan`: the engine's plan (`plan.checked_numerical_plan`), made and checked here when not given; a caller
+    that has checked one (`dimension.api`) passes it, and its route is the one run.
     """
     check_architecture(arch)
     seed = check_seed(seed)
@@ -135,7 +118,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
                         "The elimination runs in this process; use backend 'local'.")
     if backend == "dask":
         route = "full"
-    _check_memory(arch, samples, max_memory, device, backend, route, scheduler)
+    if plan is None:
+        plan = checked_numerical_plan(arch, samples, max_memory, device, backend, route,
+                                      scheduler, min_samples)
+    route = plan.route
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
@@ -153,7 +139,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
         raise bad_value("device", "'cpu' with --backend dask", device,
                         "Dask workers compute on their CPUs; drop --device, or use --backend local.")
     dev = resolve_device(device)
-    check_gpu_memory(arch, samples, max_memory, dev, route)
+    check_gpu_memory(plan, max_memory, dev)
     say = progress or (lambda _msg: None)
     say_device(dev, say)
     t_start = time.perf_counter()
@@ -183,7 +169,7 @@ class LocalRows:
 
     backend = None
 
-    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "auto",
+    def __init__(self, arch: Architecture, seed: int, dev: torch.device, route: str = "full",
                  progress: Progress | None = None):
         self.arch = arch
         self.progress = progress  # for the lines of a long Jacobian pass (deep networks)
@@ -210,9 +196,7 @@ class LocalRows:
         self.triangular = False  # R is the n x n triangular factor that new rows are folded into
         self.rows = 0  # rows computed so far (after the elimination's sketch, where it applies)
         self.eliminated = None  # the LastValueElimination reading the rank, if any
-        upper = arch.n_params - self.split_rank
-        if hasattr(self.split, "free") and (  # a gauge (GaugeSplit) applies
-                route == "eliminate" or (route == "auto" and upper >= ELIMINATE_MIN_COLUMNS)):
+        if route == "eliminate" and hasattr(self.split, "free"):  # a gauge (GaugeSplit) applies
             from .elimination import LastValueElimination  # noqa: PLC0415
 
             self.split = self.eliminated = LastValueElimination(

@@ -41,28 +41,31 @@ def figure3_architecture(delta: int, attention: str) -> Architecture:
     return Architecture((delta,) * 3, (FIGURE3_KEYS,) * 2, FIGURE3_TOKENS, attention)
 
 
-def check_figure3_deltas(deltas: list[int], attention: str, max_memory=None) -> list[int]:
-    """Refuse, before any work, a delta whose architecture is invalid or whose estimated peak
-    memory (`dimension.memory`) exceeds the budget (default 80% of the available memory)."""
-    from ..dimension.memory import check_memory, numerical_estimate  # noqa: PLC0415
+def figure3_plans(deltas: list[int], attention: str, *, samples: int = FIGURE3_SAMPLES,
+                  device: str = "cpu", max_memory=None) -> dict:
+    """The numerical plan of every delta (`dimension.plan`), checked before any work: a delta
+    whose architecture is invalid, or whose estimated peak exceeds the budget (default 80% of the
+    available memory; on a GPU its free memory, once the device is resolved), is refused."""
+    from ..dimension.plan import checked_numerical_plan  # noqa: PLC0415
 
-    for delta in deltas:
-        check_memory(numerical_estimate(figure3_architecture(delta, attention), None,
-                                        min_samples=FIGURE3_SAMPLES), max_memory)
-    return deltas
+    return {delta: checked_numerical_plan(figure3_architecture(delta, attention), None,
+                                          max_memory, device, min_samples=samples)
+            for delta in deltas}
 
 
 def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed: int = 0,
             samples: int = FIGURE3_SAMPLES, device: str = "cpu",
             progress: Callable[[int, DimensionResult], None] | None = None,
-            method: str = "numerical", precision: int | None = None) -> list[dict]:
+            method: str = "numerical", precision: int | None = None,
+            plans: dict | None = None) -> list[dict]:
     """The paper's Figure 3: numerical dimension vs the closed form, for l = 2, t = 3, a_i = 2.
 
     Math: expected = delta^2 + 8 delta - 8 (Eq. 16, softmax) or 2 less (Eq. 14, lightning).
     Each point starts at N = `samples` input sequences (the paper's 250) and grows N if the rank
     has not saturated. Rows carry `status` so that an ambiguous point is never read as settled.
     `method` 'certified' proves every point instead (softmax: docs/certified_softmax.md), each
-    row then carrying its lower and upper bound and the ball precision.
+    row then carrying its lower and upper bound and the ball precision. `plans`: the deltas'
+    checked plans (`figure3_plans`), made here when not given.
     """
     samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     method = check_choice("method", method, ("numerical", "certified"))
@@ -70,7 +73,9 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
     if device == "cuda" and method == "certified":
         raise bad_value("device", "'cpu' (or 'auto') for the certified method", device,
                         "Ball arithmetic and F_p run on the CPU; drop --device.")
-    deltas = check_figure3_deltas(deltas or list(range(3, 11)), attention)
+    deltas = deltas or list(range(3, 11))
+    if plans is None:
+        plans = figure3_plans(deltas, attention, samples=samples, device=device)
     rows = []
     for delta in deltas:
         arch = figure3_architecture(delta, attention)
@@ -80,7 +85,8 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
 
             result = neuromanifold_dim(arch, method="certified", seed=seed, precision=precision)
         else:
-            result = numerical_dim(arch, seed=seed, device=device, min_samples=samples)
+            result = numerical_dim(arch, seed=seed, device=device, min_samples=samples,
+                                   plan=plans[delta])
         row = {"delta": delta, "n_params": result.n_params, "estimated": result.dimension,
                "expected": result.formula.value, "formula": result.formula.name,
                "hypotheses_hold": result.formula.hypotheses_hold, "gap": result.gap,
