@@ -97,3 +97,24 @@ def test_proved_counts_match_the_ranks(arch):
         rows = torch.stack([torch.cat([t.get(n, torch.zeros_like(b)).reshape(-1)
                                        for n, b in blocks.items()]) for t in built[name]])
         assert matrix_rank(rows).rank == expected, name
+
+
+def test_fiber_applies_every_move_it_names_with_the_registrys_action():
+    """Each move a block witness can hold is applied by the registry's action: the family's own
+    for continuous families, a discrete symmetry's for permutations; an unknown move is a
+    KeyError (apply_block_witness turns it into a one-line refusal)."""
+    import re
+
+    from neuromanifold.symmetries import actions
+    from neuromanifold.symmetries.registry import DISCRETE_MOVES, FAMILIES, action
+
+    source = open(actions.__file__).read()
+    named = set(re.findall(r"^  ([a-zA-Z][\w()\- ]+?)  +", source.split('"""')[1], re.M))
+    assert named == {f.move for f in FAMILIES if f.act is not None} | {
+        m for m in DISCRETE_MOVES if m != "swap"}
+    for move in named:
+        assert callable(action(move))
+    fam = next(f for f in FAMILIES if f.move == "per-head GL(a)")
+    assert action("per-head GL(a)") is fam.act
+    with pytest.raises(KeyError):
+        action("teleport")

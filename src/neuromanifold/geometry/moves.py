@@ -3,16 +3,8 @@ and which moves relate them? (The paper's model has its group in `fibers`.)
 
 `same_block_function` compares the outputs of two such networks at random inputs (float64,
 relative tolerance) and, when they agree, searches a witness: a list of named moves that maps
-the first weights onto the second (docs/blocks.md, "Fibers"):
-
-  head permutation        head h of the result is head perm[h] of the input
-  head mixing             V_h -> sum_g M[g, h] V_g, A_h -> sum_g M^{-1}[h, g] A_g (lightning),
-                          refactored keeping K_h (and W_h, or O_h) fixed
-  per-head rescaling      Q_h -> c Q_h, value input (V_h or W_h) -> value / c (lightning)
-  per-head GL(a)          Q_h -> G Q_h, K_h -> G^{-T} K_h
-  per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
-  MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
-  MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu)
+the first weights onto the second (docs/blocks.md, "Fibers"). The moves, and the group action
+each is applied with, are the registry's (`symmetries.actions`, `symmetries.registry.action`).
 
 The search runs layer by layer in float64; the moves' numbers are then rounded to nearby
 fractions and, when both weight sets have rational entries and the rounded witness maps the
@@ -34,59 +26,11 @@ from ..core.checks import bad_value, check_choice, check_int, check_positive_flo
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
+from ..symmetries.actions import head_value as _value
+from ..symmetries.registry import action
 from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
-
-
-# ------------------------------------------------------------------ exact-or-float linear algebra
-
-def _inv(M: np.ndarray) -> np.ndarray:
-    """Inverse of a square float or Fraction matrix (Gauss-Jordan; exact for Fractions)."""
-    if M.dtype != object:
-        return np.linalg.inv(M)
-    n = M.shape[0]
-    aug = np.concatenate([M.copy(), np.array([[Fraction(int(i == j)) for j in range(n)]
-                                              for i in range(n)], dtype=object)], axis=1)
-    for c in range(n):
-        pivot = next((r for r in range(c, n) if aug[r, c] != 0), None)
-        if pivot is None:
-            raise ZeroDivisionError("singular matrix")
-        aug[[c, pivot]] = aug[[pivot, c]]
-        aug[c] = aug[c] / aug[c, c]
-        for r in range(n):
-            if r != c and aug[r, c] != 0:
-                aug[r] = aug[r] - aug[r, c] * aug[c]
-    return aug[:, n:]
-
-
-def _left_inverse(M: np.ndarray) -> np.ndarray:
-    """(M^T M)^{-1} M^T for M of full column rank."""
-    return _inv(M.T.dot(M)).dot(M.T)
-
-
-def _right_inverse(M: np.ndarray) -> np.ndarray:
-    """M^T (M M^T)^{-1} for M of full row rank."""
-    return M.T.dot(_inv(M.dot(M.T)))
-
-
-def _value(blocks: dict, i: int, h: int) -> np.ndarray:
-    if f"V_{i}_{h}" in blocks:
-        return blocks[f"V_{i}_{h}"]
-    return blocks[f"O_{i}_{h}"].dot(blocks[f"W_{i}_{h}"])
-
-
-def _parse(x):
-    """A witness number: 'p/q' strings are exact Fractions, floats stay floats."""
-    if isinstance(x, np.ndarray):
-        return x if x.dtype == object else x.astype(float)
-    if isinstance(x, list):
-        return np.array([_parse(v) for v in x], dtype=object if _is_exact(x) else float)
-    return Fraction(x) if isinstance(x, (str, Fraction)) else float(x)
-
-
-def _is_exact(x) -> bool:
-    return all(_is_exact(v) for v in x) if isinstance(x, list) else isinstance(x, str)
 
 
 def _as_numbers(x, exact: bool):
@@ -103,58 +47,16 @@ def _as_numbers(x, exact: bool):
 def apply_block_witness(arch: Architecture, blocks: dict[str, np.ndarray], witness: list
                         ) -> dict[str, np.ndarray]:
     """Apply the moves of `witness` to named blocks (numpy float, or object arrays of Fractions
-    for exact arithmetic), in order; returns new blocks."""
+    for exact arithmetic), in order, each by the action the registry holds for it
+    (`symmetries.registry.action`); returns new blocks."""
     out = {k: v.copy() for k, v in blocks.items()}
     for move in witness:
-        i, kind = move["layer"], move["move"]
-        H = arch.head_counts[i - 1]
-        if kind == "head permutation":
-            perm = move["perm"]
-            old = {k: v for k, v in out.items()}
-            for h in range(1, H + 1):
-                for name in ("Q", "K", "V", "W", "O"):
-                    if f"{name}_{i}_{h}" in old:
-                        out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{perm[h - 1]}"].copy()
-        elif kind == "head mixing":
-            M = _parse(move["M"])
-            Minv = _inv(M)
-            A = [out[f"Q_{i}_{g}"].T.dot(out[f"K_{i}_{g}"]) for g in range(1, H + 1)]
-            V = [_value(out, i, g) for g in range(1, H + 1)]
-            for h in range(1, H + 1):
-                new_A = sum(Minv[h - 1, g] * A[g] for g in range(H))
-                new_V = sum(M[g, h - 1] * V[g] for g in range(H))
-                out[f"Q_{i}_{h}"] = new_A.dot(_left_inverse(out[f"K_{i}_{h}"])).T
-                if f"V_{i}_{h}" in out:
-                    out[f"V_{i}_{h}"] = new_V
-                elif out[f"W_{i}_{h}"].shape[0] >= out[f"W_{i}_{h}"].shape[1]:
-                    out[f"O_{i}_{h}"] = new_V.dot(_left_inverse(out[f"W_{i}_{h}"]))
-                else:
-                    out[f"W_{i}_{h}"] = _right_inverse(out[f"O_{i}_{h}"]).dot(new_V)
-        elif kind == "per-head rescaling":
-            h, c = move["head"], _parse(move["c"])
-            value_in = f"V_{i}_{h}" if f"V_{i}_{h}" in out else f"W_{i}_{h}"
-            out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
-            out[value_in] = out[value_in] / c
-        elif kind == "per-head GL(a)":
-            h, G = move["head"], _parse(move["G"])
-            out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
-            out[f"K_{i}_{h}"] = _inv(G).T.dot(out[f"K_{i}_{h}"])
-        elif kind == "per-head GL(v)":
-            h, G = move["head"], _parse(move["G"])
-            out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
-            out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(_inv(G))
-        elif kind == "MLP neuron permutation":
-            perm = [j - 1 for j in move["perm"]]
-            out[f"P_{i}"] = out[f"P_{i}"][perm]
-            out[f"U_{i}"] = out[f"U_{i}"][:, perm]
-        elif kind == "MLP neuron rescaling":
-            c = _parse(move["c"])
-            power = 2 if arch.activation == "square" else 1
-            out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
-            out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
-        else:
-            raise bad_value("witness", "moves named as in docs/blocks.md", kind,
-                            "Use a witness returned by same_block_function.")
+        try:
+            act = action(move["move"])
+        except KeyError:
+            raise bad_value("witness", "moves named as in docs/blocks.md", move["move"],
+                            "Use a witness returned by same_block_function.") from None
+        out = act(arch, out, move)
     return out
 
 

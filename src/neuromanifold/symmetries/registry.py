@@ -24,6 +24,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.blocks import block_layout
+from . import actions
 from . import catalogue as c
 from .catalogue import FLOAT_OPS, TangentOps
 
@@ -39,7 +40,8 @@ class Family:
     `build`: the tangent construction (`catalogue`), per layer or for the whole network;
     `generic_count(arch)`: the number of independent tangents at a generic point where that is
     proved (None where it is only measured); `proof`: a docs anchor; `move`: the name of the
-    `fiber` move that applies the family (None where `fiber` does not search it).
+    `fiber` move that applies the family (None where `fiber` does not search it), and `act` its
+    group action on named blocks (`actions`), with which `fiber` applies that move.
     """
 
     name: str
@@ -50,6 +52,7 @@ class Family:
     build: Callable | None = None
     generic_count: Callable[[Architecture], int | None] | None = None
     move: str | None = None
+    act: Callable | None = None
 
     def count(self, arch: Architecture) -> int | None:
         """The proved generic count for `arch`, or None (not proved, or not applicable)."""
@@ -99,22 +102,23 @@ FAMILIES: tuple[Family, ...] = (
     # Every other network: heads, value widths, residuals, MLPs, norms (docs/blocks.md).
     Family("per-head GL(a) on (Q, K)", False, lambda a: True, _BLOCKS,
            at_layer=lambda a, i: True, build=c.key_gl_tangents, generic_count=_key_gl_count,
-           move="per-head GL(a)"),
+           move="per-head GL(a)", act=actions.key_gl),
     Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
            _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
-           generic_count=_value_gl_count, move="per-head GL(v)"),
+           generic_count=_value_gl_count, move="per-head GL(v)", act=actions.value_gl),
     Family("per-head rescaling", False, lambda a: _lightning(a), _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
-           move="per-head rescaling"),
+           move="per-head rescaling", act=actions.rescale_head),
     Family("head mixing", False, lambda a: _lightning(a), _BLOCKS,
            at_layer=lambda a, i: a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
-           build=c.head_mixing_tangents, move="head mixing"),
+           build=c.head_mixing_tangents, move="head mixing", act=actions.mix_heads),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
            lambda a: a.mlp is not None and a.activation in ("square", "relu"),
            _BLOCKS, at_layer=lambda a, i: a.mlp_widths[i - 1] > 0,
-           build=c.neuron_rescaling_tangents, move="MLP neuron rescaling"),
+           build=c.neuron_rescaling_tangents, move="MLP neuron rescaling",
+           act=actions.rescale_neurons),
     Family("unseen directions", False, lambda a: not a.residual, _BLOCKS,
            at_layer=lambda a, i: True, build=c.unseen_tangents),
     Family("norm gain rescaling", False, lambda a: a.norm != "none", _BLOCKS,
@@ -141,6 +145,8 @@ CATALOGUE = tuple(f for f in FAMILIES if not f.paper)
 DISCRETE_MOVES = {"head permutation": "permuting the heads of a layer",
                   "MLP neuron permutation": "permuting the neurons of an MLP",
                   "swap": "the one-layer rank-one swap (Theorem 3.2)"}
+_DISCRETE_ACTIONS = {"head permutation": actions.permute_heads,
+                     "MLP neuron permutation": actions.permute_neurons}
 
 
 def family(name: str) -> Family:
@@ -154,6 +160,13 @@ def family(name: str) -> Family:
 def family_of_move(move: str) -> str | None:
     """The registry name of the family a `fiber` move applies (None for a discrete move)."""
     return next((f.name for f in FAMILIES if f.move == move), None)
+
+
+def action(move: str) -> Callable:
+    """The group action `fiber` applies a move of a block network's witness with: the family's
+    `act` for a continuous family, or a discrete symmetry's (KeyError for an unknown move)."""
+    act = next((f.act for f in FAMILIES if f.move == move and f.act is not None), None)
+    return act if act is not None else _DISCRETE_ACTIONS[move]
 
 
 def families_for(arch: Architecture) -> tuple[Family, ...]:

@@ -1,0 +1,144 @@
+"""The group actions of the symmetry families: how one group element moves named weight blocks.
+
+Each action takes an architecture, named blocks (numpy float arrays, or object arrays of
+Fractions for exact arithmetic) and a move (a dict: `layer`, `move`, and the group element,
+as `geometry.moves` reports it in a witness), and returns the moved blocks. The registry
+(`registry.action`) hands them out by move name; `fiber` applies a witness with them, so the
+moves it names and the moves it applies come from one place.
+
+  head permutation        head h of the result is head perm[h] of the input
+  head mixing             V_h -> sum_g M[g, h] V_g, A_h -> sum_g M^{-1}[h, g] A_g (lightning),
+                          refactored keeping K_h (and W_h, or O_h) fixed
+  per-head rescaling      Q_h -> c Q_h, value input (V_h or W_h) -> value / c (lightning)
+  per-head GL(a)          Q_h -> G Q_h, K_h -> G^{-T} K_h
+  per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
+  MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
+  MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu)
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..core.architecture import Architecture
+
+# ------------------------------------------------------------------ exact-or-float linear algebra
+
+
+def inverse(M: np.ndarray) -> np.ndarray:
+    """Inverse of a square float or Fraction matrix (Gauss-Jordan; exact for Fractions)."""
+    if M.dtype != object:
+        return np.linalg.inv(M)
+    n = M.shape[0]
+    aug = np.concatenate([M.copy(), np.array([[Fraction(int(i == j)) for j in range(n)]
+                                              for i in range(n)], dtype=object)], axis=1)
+    for c in range(n):
+        pivot = next((r for r in range(c, n) if aug[r, c] != 0), None)
+        if pivot is None:
+            raise ZeroDivisionError("singular matrix")
+        aug[[c, pivot]] = aug[[pivot, c]]
+        aug[c] = aug[c] / aug[c, c]
+        for r in range(n):
+            if r != c and aug[r, c] != 0:
+                aug[r] = aug[r] - aug[r, c] * aug[c]
+    return aug[:, n:]
+
+
+def _left_inverse(M: np.ndarray) -> np.ndarray:
+    """(M^T M)^{-1} M^T for M of full column rank."""
+    return inverse(M.T.dot(M)).dot(M.T)
+
+
+def _right_inverse(M: np.ndarray) -> np.ndarray:
+    """M^T (M M^T)^{-1} for M of full row rank."""
+    return M.T.dot(inverse(M.dot(M.T)))
+
+
+def head_value(blocks: dict, i: int, h: int) -> np.ndarray:
+    """V_{i,h}: the unfactored value matrix, or O_{i,h} W_{i,h}."""
+    if f"V_{i}_{h}" in blocks:
+        return blocks[f"V_{i}_{h}"]
+    return blocks[f"O_{i}_{h}"].dot(blocks[f"W_{i}_{h}"])
+
+
+def _parse(x):
+    """A witness number: 'p/q' strings are exact Fractions, floats stay floats."""
+    if isinstance(x, np.ndarray):
+        return x if x.dtype == object else x.astype(float)
+    if isinstance(x, list):
+        return np.array([_parse(v) for v in x], dtype=object if _is_exact(x) else float)
+    return Fraction(x) if isinstance(x, (str, Fraction)) else float(x)
+
+
+def _is_exact(x) -> bool:
+    return all(_is_exact(v) for v in x) if isinstance(x, list) else isinstance(x, str)
+
+
+# ------------------------------------------------------------------ one action per move
+
+
+def permute_heads(arch: Architecture, out: dict, move: dict) -> dict:
+    i, perm, old = move["layer"], move["perm"], dict(out)
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        for name in ("Q", "K", "V", "W", "O"):
+            if f"{name}_{i}_{h}" in old:
+                out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{perm[h - 1]}"].copy()
+    return out
+
+
+def mix_heads(arch: Architecture, out: dict, move: dict) -> dict:
+    i, H = move["layer"], arch.head_counts[move["layer"] - 1]
+    M = _parse(move["M"])
+    Minv = inverse(M)
+    A = [out[f"Q_{i}_{g}"].T.dot(out[f"K_{i}_{g}"]) for g in range(1, H + 1)]
+    V = [head_value(out, i, g) for g in range(1, H + 1)]
+    for h in range(1, H + 1):
+        new_A = sum(Minv[h - 1, g] * A[g] for g in range(H))
+        new_V = sum(M[g, h - 1] * V[g] for g in range(H))
+        out[f"Q_{i}_{h}"] = new_A.dot(_left_inverse(out[f"K_{i}_{h}"])).T
+        if f"V_{i}_{h}" in out:
+            out[f"V_{i}_{h}"] = new_V
+        elif out[f"W_{i}_{h}"].shape[0] >= out[f"W_{i}_{h}"].shape[1]:
+            out[f"O_{i}_{h}"] = new_V.dot(_left_inverse(out[f"W_{i}_{h}"]))
+        else:
+            out[f"W_{i}_{h}"] = _right_inverse(out[f"O_{i}_{h}"]).dot(new_V)
+    return out
+
+
+def rescale_head(arch: Architecture, out: dict, move: dict) -> dict:
+    i, h, c = move["layer"], move["head"], _parse(move["c"])
+    value_in = f"V_{i}_{h}" if f"V_{i}_{h}" in out else f"W_{i}_{h}"
+    out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
+    out[value_in] = out[value_in] / c
+    return out
+
+
+def key_gl(arch: Architecture, out: dict, move: dict) -> dict:
+    i, h, G = move["layer"], move["head"], _parse(move["G"])
+    out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
+    out[f"K_{i}_{h}"] = inverse(G).T.dot(out[f"K_{i}_{h}"])
+    return out
+
+
+def value_gl(arch: Architecture, out: dict, move: dict) -> dict:
+    i, h, G = move["layer"], move["head"], _parse(move["G"])
+    out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
+    out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(inverse(G))
+    return out
+
+
+def permute_neurons(arch: Architecture, out: dict, move: dict) -> dict:
+    i, perm = move["layer"], [j - 1 for j in move["perm"]]
+    out[f"P_{i}"] = out[f"P_{i}"][perm]
+    out[f"U_{i}"] = out[f"U_{i}"][:, perm]
+    return out
+
+
+def rescale_neurons(arch: Architecture, out: dict, move: dict) -> dict:
+    i, c = move["layer"], _parse(move["c"])
+    power = 2 if arch.activation == "square" else 1
+    out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
+    out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
+    return out
