@@ -175,3 +175,21 @@ def test_bert_count_has_the_post_norm_family():
     rules = {r["rule"]: r["total"] for r in c["symmetries"]}
     assert rules["post-norm LayerNorm bias shifts"] == 2 * 2 * spec.hidden == 32
     assert (c["n_params"], c["count"]) == (1184, 913)
+
+
+def test_count_reads_the_registry_where_the_families_coincide():
+    """The (Q, K) and (V, O) rules of every shipped config are the registry's per-head GL
+    families acting per key/value group: counted by the registry, and named."""
+    from neuromanifold.models.hf import (MODEL_TYPES, REGISTRY_RULES, count, read_config,
+                                         shipped_config)
+
+    seen = set()
+    for model_type in MODEL_TYPES:
+        spec = read_config(shipped_config(model_type))
+        rules = {r["rule"]: r for r in count(spec)["symmetries"]}
+        for rule, fam in REGISTRY_RULES.items():
+            if rule in rules:
+                assert rules[rule]["family"] == fam
+                assert rules[rule]["per_layer"] == spec.kv_heads * spec.head_dim ** 2
+                seen.add(rule)
+    assert seen == set(REGISTRY_RULES)

@@ -218,15 +218,40 @@ def parameters(spec: Spec) -> dict:
     return {"embeddings": emb, "layer": layer, "final": final}
 
 
+# Counting rules that are a family of the symmetry registry, acting per key/value group: the
+# count is the registry's proved generic count on one attention layer of the config's shapes.
+REGISTRY_RULES = {"(Q, K) mixing GL(head_dim)": "per-head GL(a) on (Q, K)",
+                  "(V, O) mixing GL(head_dim)": "per-head GL(v) on (W, O)"}
+
+
+def registry_count(rule: str, spec: Spec) -> int | None:
+    """The registry's generic count of the family behind counting rule `rule`, for one layer of
+    `spec` (G groups of head_dim h, hidden d: the native layer with G heads, key and value width
+    h), or None where the registry proves no count there."""
+    from ..core.architecture import Architecture  # noqa: PLC0415
+    from ..symmetries.registry import family  # noqa: PLC0415
+
+    layer = Architecture((spec.hidden, spec.hidden), (spec.head_dim,), 2, "softmax",
+                         heads=(spec.kv_heads,), values=(spec.head_dim,))
+    return family(REGISTRY_RULES[rule]).count(layer)
+
+
 def symmetry_rules(spec: Spec) -> list[dict]:
-    """Each continuous symmetry family: name, dimension per layer or once, and why (docs/models.md)."""
+    """Each continuous symmetry family: name, dimension per layer or once, and why (docs/models.md).
+    Rules that coincide with a registry family are counted by the registry (`registry_count`) and
+    name it under `family`."""
     d, H, G, h, m = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim, spec.intermediate
     rules = []
 
     def add(name, per_layer, once, why):
         part = ("attention" if any(w in name for w in ("(Q, K)", "(V, O)", "key bias", "value bias"))
                 else "other")
-        rules.append({"rule": name, "part": part, "per_layer": per_layer, "once": once, "why": why})
+        rule = {"rule": name, "part": part, "per_layer": per_layer, "once": once, "why": why}
+        if name in REGISTRY_RULES:
+            counted = registry_count(name, spec)
+            if counted is not None:
+                rule.update(per_layer=counted, family=REGISTRY_RULES[name])
+        rules.append(rule)
 
     gqa = f" per key/value group ({G} groups of {H // G} heads)" if G != H else " per head"
     if spec.rope:
