@@ -130,7 +130,7 @@ def arb_array(a) -> np.ndarray:
 _EXP = np.frompyfunc(lambda x: x.exp(), 1, 1)
 
 
-def _left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
+def left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
     """M @ T[k] for every direction k of T (r, d, t), as one flint matrix product (d x r t)."""
     r, d, t = T.shape
     wide = flint.arb_mat(T.transpose(1, 0, 2).reshape(d, r * t).tolist())
@@ -189,7 +189,7 @@ def ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tens
                 dU, dW, dY = (np.zeros((n_dir, m.shape[0], Z.shape[1]), dtype=object)
                               for m in (Q, K, V))
             else:
-                dU, dW, dY = (_left_multiply(m, dZ) for m in (Qm[layer - 1], Km[layer - 1], Vm[layer - 1]))
+                dU, dW, dY = (left_multiply(m, dZ) for m in (Qm[layer - 1], Km[layer - 1], Vm[layer - 1]))
             for k, (lay, name, r, s) in enumerate(owner):
                 if lay == layer:
                     {"Q": dU, "K": dW, "V": dY}[name][k, r, :] += Z[s, :]

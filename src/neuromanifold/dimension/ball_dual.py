@@ -44,7 +44,7 @@ from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
-                   to_residues)
+                   left_multiply, to_residues)
 from .jacobians import block_jacobian
 from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
@@ -95,10 +95,11 @@ class Param:
     """A parameter block in balls, with the chosen directions it owns: (j, row, column) for each
     direction j that is the entry (row, column) of this block."""
 
-    __slots__ = ("x", "seeds")
+    __slots__ = ("x", "seeds", "mat")
 
     def __init__(self, x: np.ndarray, seeds: list[tuple[int, int, int]]):
         self.x, self.seeds = x, seeds
+        self.mat = flint.arb_mat(x.tolist())  # for products with every tangent at once
 
 
 class BallDual:
@@ -117,7 +118,7 @@ class BallDual:
     def linear(self, M: Param, Z: Dual) -> Dual:
         """M Z, with dM = the unit directions M owns."""
         dx = (np.zeros((self.k,) + (M.x.shape[0], Z.x.shape[1]), dtype=object) if Z.dx is None
-              else M.x @ Z.dx)
+              else left_multiply(M.mat, Z.dx))
         for j, r, s in M.seeds:
             dx[j, r] += Z.x[s]
         return Dual(M.x @ Z.x, dx)

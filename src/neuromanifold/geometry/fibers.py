@@ -40,7 +40,7 @@ from ..core.maps import forward
 from ..core.parameters import AttentionWeights, LayerWeights, integral_tensors, value_products
 from ..core.seeds import seeded_generator, seeded_rng
 from ..symmetries.paper import act_between_layers, act_keys, act_rescale
-from ..symmetries.registry import family_of_move
+from ..symmetries.registry import action, family_of_move
 
 DEFAULT_TOLERANCE = 1e-8
 # Relative residual below which a linear system for a witness counts as solved (float64).
@@ -353,12 +353,8 @@ def apply_witness(arch: Architecture, weights: LayerWeights, witness: list) -> L
     out = _check_weights(arch, weights, "weights")
     for move in witness:
         kind, layer = move["move"], move.get("layer")
-        if kind == "rescale":
-            out = act_rescale(out, layer, move["scale"])
-        elif kind == "GL(a_i)":
-            out = act_keys(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
-        elif kind == "GL(d_i)":
-            out = act_between_layers(out, layer, torch.tensor(move["matrix"], dtype=torch.float64))
+        if kind in ("rescale", "GL(a_i)", "GL(d_i)"):  # group elements: the registry's actions
+            out = action(kind)(arch, out, move)
         elif kind in ("refactor keys", "unseen directions"):
             out = _replace_blocks(out, layer, {k: torch.tensor(move[k], dtype=torch.float64)
                                                for k in ("Q", "K", "V") if k in move})

@@ -14,6 +14,12 @@ moves it names and the moves it applies come from one place.
   per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
   MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
   MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu)
+
+The paper's model (`LayerWeights`, moves as `geometry.fibers` reports them):
+
+  GL(a_i)                 Q_i -> C Q_i, K_i -> C^{-T} K_i
+  GL(d_i)                 V_i -> C V_i, and C^{-1} on the inputs of layer i + 1 (Eq. 9)
+  rescale                 (A_i, V_i) -> (s A_i, V_i / s) (lightning)
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import torch
 
 from ..core.architecture import Architecture
+from .paper import act_between_layers, act_keys, act_rescale
 
 # ------------------------------------------------------------------ exact-or-float linear algebra
 
@@ -142,3 +150,16 @@ def rescale_neurons(arch: Architecture, out: dict, move: dict) -> dict:
     out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
     out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
     return out
+
+
+def paper_keys(arch: Architecture, weights, move: dict):
+    return act_keys(weights, move["layer"], torch.tensor(move["matrix"], dtype=torch.float64))
+
+
+def paper_between_layers(arch: Architecture, weights, move: dict):
+    return act_between_layers(weights, move["layer"],
+                              torch.tensor(move["matrix"], dtype=torch.float64))
+
+
+def paper_rescale(arch: Architecture, weights, move: dict):
+    return act_rescale(weights, move["layer"], move["scale"])

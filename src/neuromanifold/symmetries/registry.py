@@ -88,11 +88,11 @@ FAMILIES: tuple[Family, ...] = (
     # The paper's model (docs/math/deep.md, docs/hidden_directions.md).
     Family("key GL(a_i) (Lemma 3.1)", True, lambda a: not a.is_block,
            "docs/math/single-layer.md#from-q-k-to-a", generic_count=_key_gl_count,
-           move="GL(a_i)"),
+           move="GL(a_i)", act=actions.paper_keys),
     Family("between-layer GL(d_i) (Eq. 9)", True, lambda a: not a.is_block and a.n_layers > 1,
-           "docs/math/deep.md#symmetries", move="GL(d_i)"),
+           "docs/math/deep.md#symmetries", move="GL(d_i)", act=actions.paper_between_layers),
     Family("rescaling (Eq. 13)", True, lambda a: not a.is_block and _lightning(a),
-           "docs/math/deep.md#symmetries", move="rescale"),
+           "docs/math/deep.md#symmetries", move="rescale", act=actions.paper_rescale),
     Family("hidden directions (kernel of the layer map)", True,
            lambda a: not a.is_block and a.n_layers > 1,
            "docs/hidden_directions.md#1-kernel-of-the-layer-map-the-hidden-block",
@@ -163,8 +163,9 @@ def family_of_move(move: str) -> str | None:
 
 
 def action(move: str) -> Callable:
-    """The group action `fiber` applies a move of a block network's witness with: the family's
-    `act` for a continuous family, or a discrete symmetry's (KeyError for an unknown move)."""
+    """The group action `fiber` applies a move of a witness with: the family's `act` for a
+    continuous family (the paper's model or any other network), or a discrete symmetry's
+    (KeyError for an unknown move)."""
     act = next((f.act for f in FAMILIES if f.move == move and f.act is not None), None)
     return act if act is not None else _DISCRETE_ACTIONS[move]
 
