@@ -227,12 +227,17 @@ REGISTRY_RULES = {"(Q, K) mixing GL(head_dim)": "per-head GL(a) on (Q, K)",
 def registry_count(rule: str, spec: Spec) -> int | None:
     """The registry's generic count of the family behind counting rule `rule`, for one layer of
     `spec` (G groups of head_dim h, hidden d: the native layer with G heads, key and value width
-    h), or None where the registry proves no count there."""
+    h), or None where the registry proves no count there or the native model cannot hold the
+    layer (sizes past its caps: the rule's own count stands)."""
     from ..core.architecture import Architecture  # noqa: PLC0415
+    from ..errors import InputError  # noqa: PLC0415
     from ..symmetries.registry import family  # noqa: PLC0415
 
-    layer = Architecture((spec.hidden, spec.hidden), (spec.head_dim,), 2, "softmax",
-                         heads=(spec.kv_heads,), values=(spec.head_dim,))
+    try:
+        layer = Architecture((spec.hidden, spec.hidden), (spec.head_dim,), 2, "softmax",
+                             heads=(spec.kv_heads,), values=(spec.head_dim,))
+    except InputError:
+        return None
     return family(REGISTRY_RULES[rule]).count(layer)
 
 
