@@ -15,8 +15,7 @@ import time
 import torch
 
 from neuromanifold import Architecture
-from neuromanifold.dimension.ball import certified_softmax_dim
-from neuromanifold.dimension.ball_dual import certified_block_dim
+from neuromanifold.dimension.ball_dual import certified_dim
 from neuromanifold.experiments.figure3 import parse_int_set
 
 
@@ -44,7 +43,7 @@ BIG_BLOCK = ("2 layers of width 8, keys 4, H=4, residual, gelu MLP 8, layernorm"
 
 def run(arch: Architecture, precision: int) -> tuple:
     t0 = time.perf_counter()
-    r = (certified_block_dim if arch.is_block else certified_softmax_dim)(arch, precision=precision)
+    r = certified_dim(arch, precision=precision)
     bits = next(n.split()[2] for n in r.notes if n.startswith("ball precision"))
     return r, time.perf_counter() - t0, bits
 

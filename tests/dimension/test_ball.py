@@ -11,9 +11,10 @@ import torch
 
 from neuromanifold import Architecture, neuromanifold_dim, random_weights, rank_at_point
 from neuromanifold.cli import main
+from neuromanifold.core.blocks import flatten_blocks
 from neuromanifold.core.parameters import LayerWeights, flatten
-from neuromanifold.dimension.ball import (ball_jacobian_block, certified_softmax_dim, prove_rank_at,
-                                          rational_point, softmax_upper_bound)
+from neuromanifold.dimension.ball import prove_rank, softmax_upper_bound
+from neuromanifold.dimension.ball_dual import ball_block_jacobian, certified_dim, rational_point
 from neuromanifold.dimension.jacobians import jacobian
 from neuromanifold.dimension.numerical import numerical_dim
 from neuromanifold.io.weightfiles import write_weights
@@ -28,7 +29,7 @@ CASES = [((3, 5, 3), (2, 2), 3, 1.0), ((4, 3, 5), (2, 3), 3, 1.0), ((3, 4), (2,)
 def test_certified_equals_numerical(widths, keys, tokens, tau):
     """Certified (ball + F_p) and numerical (float64 gap rule) agree on every case."""
     arch = Architecture(widths, keys, tokens, "softmax", tau)
-    proved = certified_softmax_dim(arch, seed=2)
+    proved = certified_dim(arch, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         float_result = numerical_dim(arch, seed=5)
@@ -53,16 +54,16 @@ def test_worked_values_certified():
 
 @pytest.mark.parametrize("attention,tau", [("softmax", 1.0), ("softmax", 0.7), ("lightning", 1.0)])
 def test_ball_block_matches_autodiff(attention, tau):
-    """The hand-written arb forward mode equals torch autodiff's float64 Jacobian, and the balls
-    are tight."""
+    """The network map run in arb forward mode equals torch autodiff's float64 Jacobian of the
+    paper's own map, and the balls are tight."""
     arch = Architecture((3, 4, 2), (2, 3), 3, attention, tau)
-    weights, X = rational_point(arch, 3, 4)
-    J = jacobian(arch, flatten(weights), X)
+    blocks, X = rational_point(arch, 3, 4)
+    J = jacobian(arch, flatten_blocks(arch, blocks), X)
     rows, cols = list(range(0, J.shape[0], 3)), list(range(0, arch.n_params, 2))
     old = flint.ctx.prec
     flint.ctx.prec = 100
     try:
-        block = ball_jacobian_block(arch, weights, X, rows, cols)
+        block = ball_block_jacobian(arch, blocks, X, rows, cols)
         mid = np.array([[float(x.mid()) for x in row] for row in block])
         rad = max(float(x.rad()) for x in block.ravel())
     finally:
@@ -75,10 +76,14 @@ def test_never_proves_more_than_the_upper_bound():
     """Soundness: a block one larger than the upper bound has a determinant ball containing 0."""
     arch = Architecture((3, 3, 3), (2, 2), 3, "softmax")
     upper, _ = softmax_upper_bound(arch)
-    weights, X = rational_point(arch, 0, 12)
-    ball = prove_rank_at(arch, weights, X, upper + 1, precision=64)
+    blocks, X = rational_point(arch, 0, 12)
+    J = jacobian(arch, flatten_blocks(arch, blocks), X)
+
+    def evaluate(rows, cols):
+        return ball_block_jacobian(arch, blocks, X, rows, cols)
+    ball = prove_rank(J, upper + 1, evaluate, precision=64)
     assert ball.proved == 0 and ball.precision == 1024
-    assert prove_rank_at(arch, weights, X, upper).proved == upper == 25
+    assert prove_rank(J, upper, evaluate).proved == upper == 25
 
 
 def test_t1_query_key_columns_vanish():

@@ -18,8 +18,8 @@ from neuromanifold.symmetries.registry import CATALOGUE, tangent_rows
 FAMILIES = tuple(f.name for f in CATALOGUE)
 from neuromanifold.dimension.ball import UndecidedBall, prove_rank
 from neuromanifold.dimension.ball_dual import (ball_block_forward, ball_block_jacobian,
-                                                 block_upper_bound, certified_block_dim,
-                                                 rational_block_point)
+                                                 block_upper_bound, certified_dim,
+                                                 rational_point)
 from neuromanifold.dimension.jacobians import block_jacobian
 from neuromanifold.dimension.numerical import numerical_dim as block_numerical_dim
 from neuromanifold.io.weightfiles import write_block_weights
@@ -53,7 +53,7 @@ CASES = {
 def test_certified_equals_numerical(name):
     """The ball lower bound meets the catalogue's F_p upper bound and equals the float64 rank."""
     arch = CASES[name]
-    proved = certified_block_dim(arch, seed=2)
+    proved = certified_dim(arch, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         float_result = block_numerical_dim(arch, seed=5)
@@ -87,7 +87,7 @@ ARCH_FORWARD = Architecture((3, 3, 3), (2, 3), 4, "softmax", 0.7, heads=(2, 1), 
 
 def test_ball_forward_midpoint_matches_float():
     """The arb forward pass's midpoints equal `block_forward` in float64 (to 1e-12), tight balls."""
-    blocks, X = rational_block_point(ARCH_FORWARD, 3, 3)
+    blocks, X = rational_point(ARCH_FORWARD, 3, 3)
     old = flint.ctx.prec
     flint.ctx.prec = 100
     try:
@@ -105,7 +105,7 @@ def test_ball_forward_midpoint_matches_float():
 ], ids=["layernorm gelu", "layernorm relu", "rmsnorm tanh", "softmax square"])
 def test_ball_jacobian_contains_autodiff(arch):
     """At 40 bits every ball of a Jacobian block contains the float64 autodiff entry."""
-    blocks, X = rational_block_point(arch, 4, 3)
+    blocks, X = rational_point(arch, 4, 3)
     J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
     rows, cols = list(range(0, J.shape[0], 2)), list(range(0, arch.n_params, 3))
     old = flint.ctx.prec
@@ -122,7 +122,7 @@ def test_ball_jacobian_contains_autodiff(arch):
 def test_relu_at_zero_is_undecided_not_guessed():
     """A relu input that is exactly 0 has no derivative: the ball pass stops, nothing is proved."""
     arch = Architecture((3, 3), (2,), 3, "softmax", heads=(2,), mlp=(4,), activation="relu")
-    blocks, X = rational_block_point(arch, 1, 2)
+    blocks, X = rational_point(arch, 1, 2)
     blocks["P_1"][1] = 0.0
     with pytest.raises(UndecidedBall, match="relu input ball contains 0"):
         ball_block_forward(arch, blocks, X, [0])
@@ -136,7 +136,7 @@ def test_never_proves_more_than_the_upper_bound():
     """Soundness: a block one larger than the catalogue's upper bound never gets a proof."""
     arch = CASES["layernorm relu"]
     upper, _ = block_upper_bound(arch)
-    blocks, X = rational_block_point(arch, 0, 14)
+    blocks, X = rational_point(arch, 0, 14)
     J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
     ball = prove_rank(J, upper + 1, lambda r, c: ball_block_jacobian(arch, blocks, X, r, c),
                       precision=128)
@@ -183,9 +183,9 @@ def test_relu_rank_depends_on_the_point():
     """relu: the weights of seed 1 have Jacobian rank 38 (float64 and balls agree, 40 x 40 blocks
     are singular to 1024 bits), below the dimension 40 that other seeds prove: the certified path
     reports 38 <= dim <= 40 there, never 38 as the dimension."""
-    low = certified_block_dim(RELU_LAYERNORM, seed=1)
+    low = certified_dim(RELU_LAYERNORM, seed=1)
     assert (low.status, low.lower_bound, low.upper_bound) == ("lower-bound", 38, 40)
-    assert certified_block_dim(RELU_LAYERNORM, seed=3).status == "certified"
+    assert certified_dim(RELU_LAYERNORM, seed=3).status == "certified"
 
 
 def test_auto_escalates_a_thin_block_gap():
@@ -404,5 +404,5 @@ def test_one_token_value_widths_only_the_heads_sum_matters():
     count = dict(counts)
     assert count["one-token softmax"] == 2 * 2 * (2 + 3) * 4 + 2 * 1 * (1 + 9)
     _assert_in_kernel(arch, blocks, tangents, 6)
-    r = certified_block_dim(arch, seed=2)
+    r = certified_dim(arch, seed=2)
     assert (r.dimension, r.status, r.upper_bound) == (57, "certified", 57)

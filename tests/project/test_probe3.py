@@ -442,7 +442,8 @@ def test_api_refuses_string_samples_and_composite_primes():
 def test_deep_network_jacobian_passes_report_progress(monkeypatch):
     """A deep network's long phases (the gauge's forward-mode columns, the float Jacobian and the
     ball block of the certified path) each say how far they are, throttled by time."""
-    from neuromanifold.dimension import ball, gauge, jacobians  # noqa: PLC0415
+    from neuromanifold.core.blocks import flatten_blocks  # noqa: PLC0415
+    from neuromanifold.dimension import ball_dual, gauge, jacobians  # noqa: PLC0415
 
     monkeypatch.setattr(gauge, "_PROGRESS_SECONDS", 0.0)
     monkeypatch.setattr(gauge, "_CHUNK_BYTES", 1)  # one column a chunk: several lines
@@ -452,11 +453,11 @@ def test_deep_network_jacobian_passes_report_progress(monkeypatch):
     assert (result.dimension, result.status) == (20, "settled")  # the same answer as without progress
     assert any(line.startswith("Jacobian columns ") for line in lines), lines
 
-    monkeypatch.setattr(ball, "_PROGRESS_SECONDS", 0.0)
-    weights, X = ball.rational_point(arch, 0, 3)
+    monkeypatch.setattr(ball_dual, "PROGRESS_SECONDS", 0.0)
+    blocks, X = ball_dual.rational_point(arch, 0, 3)
     lines = []
-    J = jacobians.jacobian(arch, ball.flatten(weights), X)
-    ball.ball_jacobian_block(arch, weights, X, list(range(J.shape[0])), [0, 1], lines.append)
+    J = jacobians.jacobian(arch, flatten_blocks(arch, blocks), X)
+    ball_dual.ball_block_jacobian(arch, blocks, X, list(range(J.shape[0])), [0, 1], lines.append)
     assert [line.split(" (")[0] for line in lines] == [
         "ball Jacobian block: sample 1/3", "ball Jacobian block: sample 2/3"]
 

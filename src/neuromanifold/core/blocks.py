@@ -27,7 +27,7 @@ import torch
 
 from .architecture import Architecture, block_layout, check_architecture
 from .checks import bad_value, check_seed
-from .parameters import score_factor
+from .parameters import LayerWeights, score_factor
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
@@ -49,6 +49,18 @@ def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[s
     if extra:
         raise bad_value(name, f"only the blocks of {arch}", extra, f"Remove {extra[0]}.")
     return blocks
+
+
+def blocks_of(arch: Architecture, weights: LayerWeights) -> dict:
+    """The paper's weights as the named blocks of its one-head instance (Q_i -> Q_i_1, ...)."""
+    return {f"{name}_{i}_1": getattr(weights, name)[i - 1]
+            for i in range(1, arch.n_layers + 1) for name in "QKV"}
+
+
+def layer_weights_of(arch: Architecture, blocks: dict) -> LayerWeights:
+    """The paper's weights from the named blocks of its one-head instance (`blocks_of`)."""
+    return LayerWeights(*(tuple(blocks[f"{name}_{i}_1"] for i in range(1, arch.n_layers + 1))
+                          for name in "QKV"))
 
 
 def unflatten_blocks(arch: Architecture, vector: torch.Tensor) -> dict[str, torch.Tensor]:

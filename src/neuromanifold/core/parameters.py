@@ -162,7 +162,7 @@ def score_factor(arch: Architecture) -> float:
     softmax (one-hot to round-off: its derivative underflows, and a float64 rank reads too low)
     or flatten it. Drawing Q, K times c with c = 2^round(log2(tau) / 2) keeps the logits over tau
     of order one (within a factor 2 of tau = 1's). A power of two keeps rational points exact
-    (`ball.rational_point`), and c = 1 for tau = 1 and lightning: those draws are unchanged.
+    (`ball_dual.rational_point`), and c = 1 for tau = 1 and lightning: those draws are unchanged.
     """
     if arch.attention != "softmax" or arch.temperature == 1.0:
         return 1.0

@@ -305,10 +305,7 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
     def certified_dim(arch, **kwargs):
         # flint only where a proof is computed: a numerical answer (on a GPU machine, say)
         # needs neither flint nor the ball modules
-        if arch.is_block:
-            from .ball_dual import certified_block_dim as prove  # noqa: PLC0415
-        else:
-            from .ball import certified_softmax_dim as prove  # noqa: PLC0415
+        from .ball_dual import certified_dim as prove  # noqa: PLC0415
         from .fp import DEFAULT_PRIME  # noqa: PLC0415
 
         return prove(arch, **dict(kwargs, prime=kwargs["prime"] or DEFAULT_PRIME))

@@ -1,19 +1,21 @@
-"""Certified ranks of softmax networks: a ball-arithmetic lower bound and an F_p upper bound.
+"""Certified ranks of non-polynomial networks: the proof loop, and the paper's upper bound.
 
-Softmax networks are not polynomial, so there is no rank over F_p of their Jacobian. Instead
-(see docs/certified_softmax.md for the full argument):
+Softmax networks (and relu/gelu/tanh MLPs, norms) are not polynomial, so there is no rank over
+F_p of their Jacobian. Instead (see docs/certified_softmax.md for the full argument):
 
 - Lower bound. At a *rational* point (dyadic weights W and inputs X_1..X_N, exactly
   representable in float64), a float64 Jacobian picks r columns and r rows (LU with partial
   pivoting on the leading singular vectors); only that r x r block is then evaluated in ball
-  arithmetic (python-flint `arb`, forward mode with the explicit derivative of softmax) and its
+  arithmetic (python-flint `arb`: the network map run in forward-mode balls, `ball_dual`) and its
   determinant is shown to be non-zero (a ball that excludes 0). Then rank J(W, X) >= r, and the
-  rank at any point is at most the generic rank, which is the dimension: dim M >= r.
+  rank at any point is at most the generic rank, which is the dimension: dim M >= r
+  (`prove_rank`, `certify_rank`).
 - Upper bound. n_params minus the rank over F_p of every known kernel direction at a random
-  integer point: GL(a_i) on (Q_i, K_i), Eq. 9 between layers, the directions an earlier
-  narrower layer hides (`modular.hidden_symmetry_tangents`) and, for t = 1 (softmax of a single
-  logit is 1), every Q_i and K_i entry. rank_p <= rank over Q <= generic rank of the tangents,
-  so the bound stays sound.
+  integer point. For the paper's model (here): GL(a_i) on (Q_i, K_i), Eq. 9 between layers, the
+  directions an earlier narrower layer hides (`modular.hidden_symmetry_tangents`) and, for t = 1
+  (softmax of a single logit is 1), every Q_i and K_i entry; for other networks the catalogue's
+  families (`ball_dual.block_upper_bound`). rank_p <= rank over Q <= generic rank of the
+  tangents, so the bound stays sound.
 
 When the two meet the dimension is `certified`; otherwise both bounds are reported.
 """
@@ -31,13 +33,11 @@ import torch
 
 from ..core.architecture import Architecture, check_architecture
 from ..core.checks import check_int, check_seed
-from ..core.formulas import effective_width, expected_dim
-from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
+from ..core.parameters import LayerWeights
 from ..core.seeds import seeded_generator
 from ..symmetries.paper import symmetry_tangents
 from .exact import staircase_boundaries
 from .fp import DEFAULT_PRIME, check_prime
-from .jacobians import jacobian
 from ..errors import ComputationError
 from ..core.rank import MIN_GAP_DECADES, numerical_rank
 from .modular import (check_word_prime, hidden_symmetry_tangents, random_weights_mod_p,
@@ -127,85 +127,12 @@ def arb_array(a) -> np.ndarray:
     return np.frompyfunc(flint.arb, 1, 1)(np.asarray(a, dtype=np.float64))
 
 
-_EXP = np.frompyfunc(lambda x: x.exp(), 1, 1)
-
-
 def left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
     """M @ T[k] for every direction k of T (r, d, t), as one flint matrix product (d x r t)."""
     r, d, t = T.shape
     wide = flint.arb_mat(T.transpose(1, 0, 2).reshape(d, r * t).tolist())
     out = np.array((M * wide).entries(), dtype=object)
     return out.reshape(M.nrows(), r, t).transpose(1, 0, 2)
-
-
-# Seconds between two progress lines of `ball_jacobian_block` (a deep network's block takes
-# minutes; its samples a fraction of a second each).
-_PROGRESS_SECONDS = 5.0
-
-
-def ball_jacobian_block(arch: Architecture, weights: LayerWeights, X: torch.Tensor,
-                        rows: list[int], cols: list[int],
-                        progress: Progress | None = None) -> np.ndarray:
-    """J[rows, cols] of W -> (phi_W(X_n))_n at (weights, X), in arb at the current precision.
-
-    Forward mode: each chosen column is a unit parameter direction; the tangent of every layer
-    state is propagated with d softmax(L)_{ji} = S_ji (dL_ji - sum_k S_ki dL_ki), columns i
-    (lightning: S = L, dS = dL).
-    Rows are ordered (n, k, i) as in `jacobians.jacobian`. A line to `progress` before a sample
-    when `_PROGRESS_SECONDS` have passed since the last one (deep networks take minutes).
-    """
-    layout = arch.param_layout()
-    owner = []  # column -> (layer, block, r, s)
-    for c in cols:
-        for name, shape, offset in layout:
-            if offset <= c < offset + shape[0] * shape[1]:
-                r, s = divmod(c - offset, shape[1])
-                owner.append((int(name[2:]), name[0], r, s))
-                break
-    per_sample = arch.widths[-1] * arch.tokens
-    Qs = [arb_array(q.numpy()) for q in weights.Q]
-    Ks = [arb_array(k.numpy()) for k in weights.K]
-    Vs = [arb_array(v.numpy()) for v in weights.V]
-    Qm, Km, Vm = ([flint.arb_mat(m.tolist()) for m in group] for group in (Qs, Ks, Vs))
-    inv_tau = 1 / flint.arb(float(arch.temperature))
-    softmax = arch.attention == "softmax"
-    n_dir = len(cols)
-    block = np.empty((len(rows), n_dir), dtype=object)
-    by_sample: dict[int, list[tuple[int, int]]] = {}
-    for out_row, row in enumerate(rows):
-        n, rest = divmod(row, per_sample)
-        by_sample.setdefault(n, []).append((out_row, rest))
-    t0 = last = time.perf_counter()
-    for done, (n, wanted) in enumerate(by_sample.items(), start=1):
-        now = time.perf_counter()
-        if progress is not None and done > 1 and now - last >= _PROGRESS_SECONDS:
-            last = now
-            progress(f"ball Jacobian block: sample {done - 1}/{len(by_sample)} ({now - t0:.1f} s)")
-        Z = arb_array(X[n].numpy())
-        dZ = np.zeros((n_dir,) + Z.shape, dtype=object)
-        for layer, (Q, K, V) in enumerate(zip(Qs, Ks, Vs), start=1):
-            U, W, Y = Q @ Z, K @ Z, V @ Z
-            if layer == 1:  # the input X does not move
-                dU, dW, dY = (np.zeros((n_dir, m.shape[0], Z.shape[1]), dtype=object)
-                              for m in (Q, K, V))
-            else:
-                dU, dW, dY = (left_multiply(m, dZ) for m in (Qm[layer - 1], Km[layer - 1], Vm[layer - 1]))
-            for k, (lay, name, r, s) in enumerate(owner):
-                if lay == layer:
-                    {"Q": dU, "K": dW, "V": dY}[name][k, r, :] += Z[s, :]
-            dL = np.matmul(dU.transpose(0, 2, 1), W) + np.matmul(U.T, dW)
-            if softmax:
-                E = _EXP((U.T @ W) * inv_tau)
-                S = E / E.sum(axis=0)
-                dL = dL * inv_tau
-                dS = S * (dL - (S * dL).sum(axis=1, keepdims=True))
-            else:  # lightning: the scores are the logits themselves
-                S, dS = U.T @ W, dL
-            Z, dZ = Y @ S, np.matmul(dY, S) + np.matmul(Y, dS)
-        flat = dZ.reshape(n_dir, -1)
-        for out_row, rest in wanted:
-            block[out_row] = flat[:, rest]
-    return block
 
 
 def _select_block(J: torch.Tensor, r: int) -> tuple[list[int], list[int]]:
@@ -242,21 +169,6 @@ class UndecidedBall(ArithmeticError):
 
 
 BlockEvaluator = Callable[[list, list], np.ndarray]
-
-
-def prove_rank_at(arch: Architecture, weights: LayerWeights, X: torch.Tensor, target: int, *,
-                  precision: int = DEFAULT_PRECISION, J: torch.Tensor | None = None,
-                  progress: Progress | None = None) -> BallRank:
-    """Prove rank J(weights, X) >= `target` by a non-zero ball determinant of an r x r block.
-
-    `weights` and `X` are float64 and taken as the exact rationals they store. The precision
-    doubles (up to MAX_PRECISION) while the determinant ball contains 0.
-    """
-    if J is None:
-        J = jacobian(arch, flatten(weights), X)
-    return prove_rank(J, target,
-                      lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols, progress),
-                      precision=precision, progress=progress)
 
 
 # Largest r * rows * cols (multiply-adds) for which a failed block is retried with the pivoted
@@ -355,43 +267,6 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
         notes.append(f"the {target} x {target} block's determinant ball contains 0 at "
                      f"{bits} bits: nothing proved at this point")
     return BallRank(proved, target, bits, det.str(5, radius=True), seconds, notes)
-
-
-def rational_point(arch: Architecture, seed: int, n_samples: int
-                   ) -> tuple[LayerWeights, torch.Tensor]:
-    """Seeded weights and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals); Q_i
-    and K_i are rounded before their `score_factor` c is applied (exactly: c is a power of two),
-    so that a small temperature's small Q_i, K_i are not rounded to zero."""
-    w = random_weights(arch, seed)
-    c = score_factor(arch)
-    weights = LayerWeights(tuple(to_dyadic(t / c) * c for t in w.Q), tuple(to_dyadic(t / c) * c for t in w.K),
-                           tuple(to_dyadic(t) for t in w.V))
-    gen = seeded_generator(seed, "certified-inputs")
-    X = to_dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
-                            dtype=torch.float64))
-    return weights, X
-
-
-def certified_softmax_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
-                          precision: int = DEFAULT_PRECISION, prime: int = DEFAULT_PRIME,
-                          progress: Progress | None = None) -> DimensionResult:
-    """Certified dimension of a softmax network (see the module docstring).
-
-    Status `certified` when the ball-arithmetic lower bound meets the F_p upper bound (a proof,
-    no probability); otherwise `lower-bound` with both bounds.
-    """
-    def upper_bound(seed: int):
-        upper, notes = softmax_upper_bound(arch, seed, prime)
-        return upper, notes, {}
-
-    def point(seed: int, n: int):
-        weights, X = rational_point(arch, seed, n)
-        return (jacobian(arch, flatten(weights), X, progress),
-                lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols, progress))
-
-    return certify_rank(arch, upper_bound, point, seed=seed, samples=samples, precision=precision,
-                        prime=prime, progress=progress, formula=expected_dim(arch),
-                        conjecture=effective_width(arch))
 
 
 # Relative singular-value levels whose counts are tried, largest first, when the upper bound is

@@ -1,9 +1,7 @@
-"""Forward-mode duals in arb balls, and with them the certified route for networks beyond the
-paper's model: softmax heads, value/output projections, residuals, relu/gelu/tanh/square MLPs,
-layernorm/rmsnorm (docs/certified_softmax.md). The proof loop is `ball.certify_rank`, shared with
-the paper's model, whose own ball Jacobian (`ball.ball_jacobian_block`) is a hand-tuned route.
-
-The same two bounds as the plain softmax model (`dimension.ball`):
+"""Forward-mode duals in arb balls, and with them the certified engine of every non-polynomial
+network: the paper's softmax model, and softmax heads, value/output projections, residuals,
+relu/gelu/tanh/square MLPs, layernorm/rmsnorm (docs/certified_softmax.md). The proof loop is
+`ball.certify_rank`.
 
 - Lower bound. At a rational point (dyadic named blocks and inputs), an r x r block of the
   Jacobian of W -> (phi_W(X_n))_n picked from the float64 Jacobian is evaluated again in ball
@@ -13,8 +11,9 @@ The same two bounds as the plain softmax model (`dimension.ball`):
   relu. A relu whose input ball contains 0 has no derivative there: the evaluation stops
   (`ball.UndecidedBall`) and nothing is proved at that precision. A non-zero determinant ball
   proves rank >= r at the point, so dim >= r.
-- Upper bound. n_params minus the rank over F_p of the symmetry catalogue's tangents
-  (`symmetries.catalogue`) at a random integer point. Every family used is a symmetry of the
+- Upper bound. n_params minus the rank over F_p of the registry's group at a random integer
+  point: for the paper's model its own families (`ball.softmax_upper_bound`), for every other
+  network the symmetry catalogue's tangents (`symmetries.catalogue`). Every family used is a symmetry of the
   non-polynomial network too (NOTE: [Catalogue families beyond polynomials] in
   `symmetries.catalogue`) and every tangent entry is an integer polynomial in the weights, or a
   rational function whose denominator is non-zero mod p at the point (inverses of weight
@@ -28,6 +27,7 @@ Jacobian columns.
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import flint
@@ -35,17 +35,18 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.formulas import block_formula
-from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, check_block_weights,
-                           flatten_blocks, random_block_weights)
+from ..core.formulas import block_formula, effective_width, expected_dim
+from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, blocks_of,
+                           check_block_weights, flatten_blocks, layer_weights_of,
+                           random_block_weights)
 from ..symmetries.catalogue import FLOAT_OPS
 from ..symmetries.registry import tangent_rows
 from ..core.parameters import score_factor
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
-from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
-                   left_multiply, to_residues)
-from .jacobians import block_jacobian
+from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, certify_rank,
+                   left_multiply, softmax_upper_bound, to_dyadic, to_residues, upper_bound_at)
+from .jacobians import jacobian
 from .fp import DEFAULT_PRIME, check_prime
 from .modular import check_word_prime
 from .fp_dual import family_ranks_mod_p, fp_ops, random_blocks_mod_p
@@ -53,6 +54,10 @@ from .result import DimensionResult, Progress
 # Catalogue tangents must map to (almost) 0 under the float Jacobian at the rational point: a
 # guard against a catalogue bug, checked before the bound is used (the proof is the catalogue's).
 from .verdict import MAX_KERNEL_IMAGE_CERTIFIED as _MAX_LEAK
+
+# Seconds between two progress lines of a ball Jacobian block (a deep network's block takes
+# minutes; its samples a fraction of a second each).
+PROGRESS_SECONDS = 5.0
 
 _MAP = {name: np.frompyfunc(lambda x, n=name: getattr(x, n)(), 1, 1)
         for name in ("exp", "sqrt", "erf", "tanh")}
@@ -170,12 +175,14 @@ class BallDual:
 
 
 def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
-                       cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
+                       cols: list[int], progress: Progress | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """phi_W(X_n) and its derivatives along parameters `cols`, in arb at the current precision:
     `core.blocks.block_forward` run in the `BallDual` arithmetic, one sample at a time.
 
     `blocks` and X (N, d_0, t) are float64, read as the exact rationals they store. Returns
-    object arrays of shape (N, d_l, t) and (N, len(cols), d_l, t).
+    object arrays of shape (N, d_l, t) and (N, len(cols), d_l, t). A line to `progress` before
+    a sample when `PROGRESS_SECONDS` have passed since the last one (deep networks take minutes).
     """
     k = len(cols)
     params = {}
@@ -185,7 +192,12 @@ def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
         params[name] = Param(arb_array(blocks[name].numpy()), seeds)
     ops = BallDual(k, arch.temperature)
     values, tangents = [], []
-    for sample in X:
+    t0 = last = time.perf_counter()
+    for done, sample in enumerate(X):
+        now = time.perf_counter()
+        if progress is not None and done and now - last >= PROGRESS_SECONDS:
+            last = now
+            progress(f"ball Jacobian block: sample {done}/{len(X)} ({now - t0:.1f} s)")
         Z = block_forward(arch, params, Dual(arb_array(sample.numpy()), None), arithmetic=ops)
         values.append(Z.x)
         tangents.append(Z.dx if Z.dx is not None else np.zeros((k,) + Z.x.shape, dtype=object))
@@ -193,23 +205,25 @@ def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
 
 
 def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
-                        rows: list[int], cols: list[int]) -> np.ndarray:
+                        rows: list[int], cols: list[int],
+                        progress: Progress | None = None) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n (rows ordered (n, d_l, t) as `block_jacobian`), in arb;
     only the samples that own a chosen row are evaluated."""
     per_sample = arch.widths[-1] * arch.tokens
     samples = sorted({row // per_sample for row in rows})
     where = {n: m for m, n in enumerate(samples)}
-    _, tangents = ball_block_forward(arch, blocks, X[samples], cols)
+    _, tangents = ball_block_forward(arch, blocks, X[samples], cols, progress)
     flat = tangents.reshape(len(samples), len(cols), per_sample)
     return np.array([flat[where[row // per_sample], :, row % per_sample] for row in rows],
                     dtype=object)
 
 
-def rational_block_point(arch: Architecture, seed: int, n_samples: int
+def rational_point(arch: Architecture, seed: int, n_samples: int
                          ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Seeded named blocks and inputs rounded to multiples of 2^-DYADIC_BITS (exact rationals);
-    Q and K blocks are rounded before their `score_factor` c (a power of two), as in
-    `ball.rational_point`."""
+    Q and K blocks are rounded before their `score_factor` c is applied (exactly: c is a power of
+    two), so that a small temperature's small Q, K are not rounded to zero. The paper's model
+    draws the same numbers as `core.parameters.random_weights`, in the same order."""
     c = score_factor(arch)
     blocks = {name: to_dyadic(t / c) * c if name[0] in "QK" else to_dyadic(t)
               for name, t in random_block_weights(arch, seed).items()}
@@ -236,55 +250,69 @@ def _catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: i
     return arch.n_params - sum(families.values()), families
 
 
-def block_point(arch: Architecture, blocks: dict, p: int = DEFAULT_PRIME):
-    """At given named blocks: (upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
+def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
+    """At given weights (`LayerWeights` of the paper's model, or named blocks): (named float64
+    blocks, upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
 
-    The upper bound is n_params - rank_p(catalogue tangents at the point): each float64 entry is
-    the dyadic rational it stores, reduced mod p exactly (`ball.to_residues`). Every tangent lies
-    in the Jacobian's kernel at every point where it is defined, and a rational one is defined
-    here because its denominator is non-zero mod p; a singular inverse or kernel mod p at these
-    weights leaves only the trivial bound n_params, said in the notes.
+    The upper bound is n_params - rank_p(kernel directions at the point), the registry's group
+    for the network (the paper's: `ball.upper_bound_at`; the catalogue's otherwise): each
+    float64 entry is the dyadic rational it stores, reduced mod p exactly (`ball.to_residues`).
+    Every tangent lies in the Jacobian's kernel at every point where it is defined, and a
+    rational one is defined here because its denominator is non-zero mod p; a singular inverse
+    or kernel mod p at these weights leaves only the trivial bound n_params, said in the notes.
     """
-    check_block_weights(arch, blocks, "weights")
+    if not arch.is_block and not isinstance(weights, dict):
+        weights = blocks_of(arch, weights)
+    check_block_weights(arch, weights, "weights")
     blocks = {k: torch.as_tensor(np.asarray(v), dtype=torch.float64).detach().cpu()
-              for k, v in blocks.items()}
+              for k, v in weights.items()}
     p = check_word_prime(check_prime("prime", p))
     notes = []
-    try:
-        upper, _ = _catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
-    except ComputationError as exc:
-        upper = arch.n_params
-        notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "
-                     "n_params")
+    if not arch.is_block:
+        upper, notes = upper_bound_at(arch, layer_weights_of(arch, blocks), p)
+    else:
+        try:
+            upper, _ = _catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
+        except ComputationError as exc:
+            upper = arch.n_params
+            notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "
+                         "n_params")
     params = flatten_blocks(arch, blocks)
-    return (upper, notes, lambda X: block_jacobian(arch, params, X),
+    return (blocks, upper, notes, lambda X: jacobian(arch, params, X),
             lambda X: (lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)))
 
 
-def certified_block_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
-                        precision: int = DEFAULT_PRECISION, prime: int = DEFAULT_PRIME,
-                        progress: Progress | None = None) -> DimensionResult:
-    """Certified dimension of a block network (module docstring): `certified` when the ball
-    lower bound meets the catalogue's F_p upper bound, else `lower-bound` with both."""
-    def upper_bound(seed: int):
-        upper, families = block_upper_bound(arch, seed, prime)
-        return upper, ["upper bound families (incremental rank over F_p): " + ", ".join(
-            f"{k}: {v}" for k, v in families.items() if v)], {"symmetries": families}
+def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
+                  precision: int = DEFAULT_PRECISION, prime: int = DEFAULT_PRIME,
+                  progress: Progress | None = None) -> DimensionResult:
+    """Certified dimension of a non-polynomial network (module docstring): `certified` when the
+    ball lower bound meets the F_p upper bound of the registry's group (the paper's for its model,
+    the catalogue's otherwise), else `lower-bound` with both."""
+    if arch.is_block:
+        def upper_bound(seed: int):
+            upper, families = block_upper_bound(arch, seed, prime)
+            return upper, ["upper bound families (incremental rank over F_p): " + ", ".join(
+                f"{k}: {v}" for k, v in families.items() if v)], {"symmetries": families}
+        formula = block_formula(arch)
+        fields = {"formula": formula, "conjecture": formula}
+    else:
+        def upper_bound(seed: int):
+            upper, notes = softmax_upper_bound(arch, seed, prime)
+            return upper, notes, {}
+        fields = {"formula": expected_dim(arch), "conjecture": effective_width(arch)}
 
     checked = []
 
     def point(seed: int, n: int):
-        blocks, X = rational_block_point(arch, seed, n)
-        J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+        blocks, X = rational_point(arch, seed, n)
+        J = jacobian(arch, flatten_blocks(arch, blocks), X, progress)
         if not checked:
             _check_kernel(arch, blocks, J)
             checked.append(True)
-        return J, lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)
+        return J, lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols, progress)
 
-    formula = block_formula(arch)
     return certify_rank(arch, upper_bound, point, seed=seed, samples=samples,
-                        precision=precision, prime=prime, progress=progress, formula=formula,
-                        conjecture=formula)
+                        precision=precision, prime=prime, progress=progress, **fields)
 
 
 def _check_kernel(arch: Architecture, blocks: dict[str, torch.Tensor], J: torch.Tensor) -> None:

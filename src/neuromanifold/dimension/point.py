@@ -3,12 +3,12 @@ possible, and the generic dimension beside it.
 
 At a point W the rank of dPhi(W) may be below the generic rank (the dimension). Bounds:
   lower  rank J_N(W) for N random rational inputs, proved by a non-zero ball determinant of an
-         r x r block (`ball.prove_rank`; block networks: `ball_dual.ball_block_jacobian`);
+         r x r block (`ball.prove_rank` over `ball_dual.ball_block_jacobian`);
          J_N(W) = E_N dPhi(W), so rank J_N(W) <= rank dPhi(W).
   upper  n_params - rank_p(kernel directions at W): the symmetry tangents at W lie in ker dPhi(W)
          at every W, W's float64 entries are dyadic rationals reduced mod p exactly
-         (`ball.to_residues`), and rank_p <= rank over Q. Block networks: the catalogue's
-         tangents at W (`ball_dual.block_point`).
+         (`ball.to_residues`), and rank_p <= rank over Q; the registry's group for the
+         network (`ball_dual.point_bounds`).
 The float64 rank (gap rule) is always computed; `auto` escalates to the proof when the gap is
 thin, the rank is ambiguous or it falls short of the upper bound (a float rank below the truth
 can come with a clear gap near degenerate weights), and never reports an unproved float rank
@@ -30,10 +30,8 @@ from ..core.finite import largest_entry, require_finite
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
-from .ball import (DEFAULT_PRECISION, ROW_FACTOR, ball_jacobian_block, to_dyadic, prove_rank,
-                   upper_bound_at)
+from .ball import DEFAULT_PRECISION, ROW_FACTOR, prove_rank, to_dyadic
 from .fp import DEFAULT_PRIME
-from .jacobians import jacobian
 from ..core.rank import MIN_GAP_DECADES, numerical_rank, rank_rule
 from .result import Progress
 
@@ -132,11 +130,7 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     check_memory(point_estimate(arch, n, certify=method != "numerical", precision=bits))
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
-    if arch.is_block:
-        from .ball_dual import block_point  # noqa: PLC0415
-
-        upper, notes, jacobian_at, evaluator = block_point(arch, weights, DEFAULT_PRIME)
-    else:
+    if not arch.is_block:
         if not isinstance(weights, LayerWeights) or len(weights.V) != arch.n_layers \
                 or flatten(weights).numel() != arch.n_params:
             got = (f"{flatten(weights).numel()} parameters" if isinstance(weights, LayerWeights)
@@ -144,13 +138,9 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
             raise bad_value("weights", f"weights of {arch}", got,
                             "Pass weights of the same architecture.")
         weights = weights.map(lambda t: t.detach().to(torch.float64).cpu())
-        upper, notes = upper_bound_at(arch, weights, DEFAULT_PRIME)
+    from .ball_dual import point_bounds  # noqa: PLC0415
 
-        def jacobian_at(X):
-            return jacobian(arch, flatten(weights), X)
-
-        def evaluator(X):
-            return lambda rows, cols: ball_jacobian_block(arch, weights, X, rows, cols)
+    weights, upper, notes, jacobian_at, evaluator = point_bounds(arch, weights, DEFAULT_PRIME)
     t_upper = time.perf_counter() - t_start
     gen = seeded_generator(seed, "point-inputs")
     X = to_dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
