@@ -247,18 +247,27 @@ def value_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
 
 def bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                         put) -> None:
-    """17. output biases into the readers' biases (no residual, no norm): the stream after a
-    producer's bias b is read only by linear readers R z + b_R, so b -> b + x,
-    b_R -> b_R - R x. Only at boundaries where every reader has a bias."""
+    """17. output biases into the readers' biases (no norm): the stream after a producer's bias b
+    is read by linear readers R z + b_R, so b -> b + x, b_R -> b_R - R x. Without a residual
+    nothing else reads it; with one the shift rides on the stream past the readers, and the
+    next bias written to the stream (bu_i after the MLP, bo_{i+1} after the next layer's heads)
+    takes it back: b' -> b' - x. Only at boundaries where every reader has a bias (and, with a
+    residual, a next bias exists)."""
     for makers, readers in _stages(arch, blocks, i):
         biases = [name for name in makers if name.startswith("b")]
         reader_biases = [_reader_bias(blocks, name) for name in readers]
         if not biases or any(b is None for b in reader_biases):
             continue
         b = biases[-1]
+        after = f"bu_{i}" if f"P_{i}" in readers else f"bo_{i + 1}"
+        if arch.residual and after not in blocks:
+            continue
         for r in range(blocks[b].shape[0]):
             parts = {b: zero[b].clone()}
             parts[b][r] = 1
+            if arch.residual:
+                parts[after] = zero[after].clone()
+                parts[after][r] = ops.neg(torch.ones_like(parts[after][r]))
             for name, rb in zip(readers, reader_biases):
                 parts[rb] = ops.neg(blocks[name][:, r:r + 1].clone())
             put(parts)

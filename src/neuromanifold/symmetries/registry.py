@@ -159,7 +159,7 @@ FAMILIES: tuple[Family, ...] = (
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
            generic_count=_value_bias_count),
     Family("output bias into readers' biases", False,
-           lambda a: (a.bias or a.mlp_bias) and not a.residual and a.norm == "none",
+           lambda a: (a.bias or a.mlp_bias) and a.norm == "none",
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.bias_shift_tangents),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
