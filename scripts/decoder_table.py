@@ -2,7 +2,10 @@
 """The table of docs/decoder_features.md: each decoder option alone and combined, lightning and
 softmax: parameters, dimension, status and the symmetry families (incremental ranks).
 
-Usage: PYTHONPATH=src .venv/bin/python scripts/decoder_table.py      (prints the Markdown table)
+Usage: PYTHONPATH=src .venv/bin/python scripts/decoder_table.py      (prints the Markdown tables)
+
+Three tables: every option alone and combined (`table`), the causal mask against none on the
+paper's networks (`causal_table`), and the cost of grouping key/value heads (`grouping_table`).
 
 Every value is computed (`neuromanifold_dim`, method `certified`: the exact rank over F_p for
 polynomial networks, ball arithmetic for the others, each against the registry's upper bound);
@@ -84,5 +87,59 @@ def table(measured: list[tuple[str, str, dict]]) -> str:
     return "\n".join(lines)
 
 
+# The paper's networks (one head and two), with and without the causal mask.
+CAUSAL_NETWORKS: tuple[tuple[tuple[int, ...], int, int], ...] = (
+    ((3, 3), 1, 2), ((3, 3), 2, 3), ((4, 4), 2, 2), ((4, 2), 3, 3), ((5, 3), 2, 4),
+    ((3, 3, 3), 2, 2), ((4, 3, 2), 2, 3), ((2, 2, 2), 1, 3), ((3, 3, 3, 3), 2, 2))
+
+
+def causal_rows() -> list[tuple[str, list[tuple[dict, dict]]]]:
+    """For each network and attention: (label, [(without mask, with mask) for 1 and 2 heads])."""
+    out = []
+    for widths, keys, tokens in CAUSAL_NETWORKS:
+        for attention in ("lightning", "softmax"):
+            pairs = [tuple(measure(Architecture(widths, keys, tokens, attention, heads=heads,
+                                                causal=causal)) for causal in (False, True))
+                     for heads in (1, 2)]
+            out.append((f"widths {','.join(map(str, widths))}, keys {keys}, t = {tokens}, "
+                        f"{attention}", pairs))
+    return out
+
+
+def causal_table(measured) -> str:
+    lines = ["| network | 1 head: no mask | 1 head: causal | 2 heads: no mask | 2 heads: causal |",
+             "|---|---|---|---|---|"]
+    for label, pairs in measured:
+        cells = [f"{m['dim']} ({m['status']})" for pair in pairs for m in pair]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# H = 4 query heads sharing G = 4, 2, 1 key/value heads.
+GROUPING_NETWORKS: tuple[tuple[tuple[int, ...], int, int], ...] = (
+    ((3, 3), 2, 3), ((4, 4), 2, 3), ((4, 4), 4, 3), ((3, 3, 3), 2, 3))
+
+
+def grouping_rows() -> list[tuple[str, int, dict, dict]]:
+    """(network, G, lightning measurement, softmax measurement) for G = 4, 2, 1 (H = 4)."""
+    return [(f"widths {','.join(map(str, widths))}, keys {keys}, t = {tokens}", groups,
+             *(measure(Architecture(widths, keys, tokens, attention, heads=4, kv_heads=groups))
+               for attention in ("lightning", "softmax")))
+            for widths, keys, tokens in GROUPING_NETWORKS for groups in (4, 2, 1)]
+
+
+def grouping_table(measured) -> str:
+    lines = ["| network (H = 4 heads) | key/value heads G | params | lightning | softmax |",
+             "|---|---|---|---|---|"]
+    for label, groups, light, soft in measured:
+        lines.append(f"| {label} | {groups} | {light['params']} | {light['dim']} ({light['status']}) "
+                     f"| {soft['dim']} ({soft['status']}) |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print(table(rows()))
+    print()
+    print(causal_table(causal_rows()))
+    print()
+    print(grouping_table(grouping_rows()))

@@ -307,14 +307,19 @@ def test_cli_bad_decoder_input_exits_2_in_one_line(args, capsys):
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("neuromanifold: error:")
 
 
-def test_docs_table_is_what_the_script_computes():
-    """Every row of docs/decoder_features.md's table is recomputed (scripts/decoder_table.py)."""
+def test_docs_tables_are_what_the_script_computes():
+    """Every row of docs/decoder_features.md's three tables is recomputed
+    (scripts/decoder_table.py)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import decoder_table
     finally:
         sys.path.pop(0)
     page = (ROOT / "docs" / "decoder_features.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- decoder_table -->\n(.*?)\n<!-- /decoder_table -->", page, re.S)
-    assert block is not None
-    assert block.group(1).strip() == decoder_table.table(decoder_table.rows()).strip()
+    for marker, text in (
+            ("decoder_table", lambda: decoder_table.table(decoder_table.rows())),
+            ("causal_table", lambda: decoder_table.causal_table(decoder_table.causal_rows())),
+            ("grouping_table", lambda: decoder_table.grouping_table(decoder_table.grouping_rows()))):
+        block = re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", page, re.S)
+        assert block is not None, marker
+        assert block.group(1).strip() == text().strip(), marker
