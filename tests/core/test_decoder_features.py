@@ -323,3 +323,15 @@ def test_docs_tables_are_what_the_script_computes():
         block = re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", page, re.S)
         assert block is not None, marker
         assert block.group(1).strip() == text().strip(), marker
+
+
+def test_float_rank_that_lost_directions_is_not_settled():
+    """A deep causal lightning network (degree 216 in its inputs) whose float rank collapses at
+    a seed (3 where the dimension is 27; it read `settled` before the late check) is caught by
+    the exact late check: `ambiguous`, never a wrong `settled`."""
+    arch = Architecture((3, 4, 3, 3), 2, 2, mlp=2, causal=True)
+    r = _quiet_dim(arch, "numerical", seed=3)
+    assert (r.dimension, r.status) == (3, "ambiguous")
+    assert any("exact rank over F_p at a random point is 27 > the float rank 3" in n for n in r.notes)
+    assert (_quiet_dim(arch, "numerical", seed=0).dimension, _quiet_dim(arch, "certified").status) \
+        == (27, "certified")

@@ -165,6 +165,11 @@ class Architecture:
                 or self.mlp_kind != "plain")
 
     @property
+    def has_decoder_options(self) -> bool:
+        """True when a decoder option (causal, kv_heads, bias, mlp_bias, gated MLP) is given."""
+        return any(getattr(self, name) != default for name, default in _DECODER_DEFAULTS)
+
+    @property
     def kv_counts(self) -> tuple[int, ...]:
         """G_i, the key/value groups of each layer (H_i, one per head, without kv_heads)."""
         return self.kv_heads if self.kv_heads is not None else self.head_counts
