@@ -39,6 +39,19 @@ BLOCKS = {
     "tanh no residual": Architecture((4, 3), (3,), 3, heads=(2,), values=(2,), mlp=(2,),
                                      activation="tanh"),
 }
+# Decoder options (docs/decoder_features.md); tests/core/test_decoder_features.py has the rest.
+DECODER_BLOCKS = {
+    "causal softmax deep": Architecture((3, 3, 3), 2, 3, "softmax", causal=True, heads=2),
+    "grouped lightning": Architecture((3, 3), 3, 3, heads=4, kv_heads=2),
+    "bias softmax values mlp": Architecture((3, 3, 3), 2, 3, "softmax", 0.5, bias=True, values=2,
+                                            heads=2, mlp=2, mlp_bias=True, activation="tanh"),
+    "gated square residual": Architecture((3, 3), 2, 3, residual=True, mlp=3, mlp_kind="gated",
+                                          mlp_bias=True, bias=True, causal=True),
+    "gated silu layernorm": Architecture((3, 3, 3), 2, 3, "softmax", mlp=3, mlp_kind="gated",
+                                         activation="silu", norm="layernorm", bias=True,
+                                         mlp_bias=True, causal=True),
+    "bias lightning deep": Architecture((3, 3, 3), 2, 3, bias=True, heads=2, kv_heads=1),
+}
 
 
 def test_old_model_is_the_default_spelling():
@@ -61,7 +74,12 @@ def test_layout_names_and_count():
 
 
 def _loop_forward(arch, blocks, X):
-    """The block network written out token by token with Python loops (independent of einsum)."""
+    """The block network written out token by token with Python loops (independent of einsum),
+    decoder options included (causal masks, key/value groups, biases, gated MLPs)."""
+    def lin(name, z, bias):
+        out = blocks[name] @ z
+        return out + blocks[bias][:, 0] if bias in blocks else out
+
     def norm(z, g):
         if arch.norm == "none":
             return z
@@ -73,30 +91,39 @@ def _loop_forward(arch, blocks, X):
     t = len(Z)
     for i in range(1, arch.n_layers + 1):
         Zn = [norm(z, blocks.get(f"g_{i}")) for z in Z]
+        H, G = arch.head_counts[i - 1], arch.kv_counts[i - 1]
         outs = []
         for col in range(t):
-            total = 0
-            for h in range(1, arch.head_counts[i - 1] + 1):
-                Q, K = blocks[f"Q_{i}_{h}"], blocks[f"K_{i}_{h}"]
-                V = (blocks[f"V_{i}_{h}"] if f"V_{i}_{h}" in blocks
-                     else blocks[f"O_{i}_{h}"] @ blocks[f"W_{i}_{h}"])
-                logits = [float((Q @ Zn[j]) @ (K @ Zn[col])) for j in range(t)]
+            total = blocks[f"bo_{i}"][:, 0].clone() if f"bo_{i}" in blocks else 0
+            for h in range(1, H + 1):
+                g = math.ceil(h * G / H)
+                def value(z):
+                    if f"V_{i}_{g}" in blocks:
+                        return lin(f"V_{i}_{g}", z, f"bv_{i}_{g}")
+                    return blocks[f"O_{i}_{g}"] @ lin(f"W_{i}_{g}", z, f"bv_{i}_{g}")
+                seen = range(col + 1) if arch.causal else range(t)
+                logits = [float(lin(f"Q_{i}_{h}", Zn[j], f"bq_{i}_{h}") @ lin(f"K_{i}_{g}", Zn[col], f"bk_{i}_{g}"))
+                          for j in seen]
                 if arch.attention == "softmax":
                     e = [math.exp(s / arch.temperature) for s in logits]
                     logits = [x / sum(e) for x in e]
-                total = total + sum(logits[j] * (V @ Zn[j]) for j in range(t))
+                total = total + sum(w * value(Zn[j]) for w, j in zip(logits, seen))
             outs.append(total)
         Z = [z + o for z, o in zip(Z, outs)] if arch.residual else outs
         if arch.mlp_widths[i - 1]:
             Yn = [norm(z, blocks.get(f"n_{i}")) for z in Z]
-            outs = [blocks[f"U_{i}"] @ activate(blocks[f"P_{i}"] @ y, arch.activation) for y in Yn]
+            hidden = [activate(lin(f"P_{i}", y, f"bp_{i}"), arch.activation) for y in Yn]
+            if arch.mlp_kind == "gated":
+                hidden = [activate(lin(f"G_{i}", y, f"bg_{i}"), arch.activation) * lin(f"P_{i}", y, f"bp_{i}")
+                          for y in Yn]
+            outs = [lin(f"U_{i}", h, f"bu_{i}") for h in hidden]
             Z = [z + o for z, o in zip(Z, outs)] if arch.residual else outs
     return torch.stack(Z, dim=1)
 
 
-@pytest.mark.parametrize("name", sorted(BLOCKS))
+@pytest.mark.parametrize("name", sorted(BLOCKS) + sorted(DECODER_BLOCKS))
 def test_forward_equals_written_out_loop(name):
-    arch = BLOCKS[name]
+    arch = BLOCKS.get(name) or DECODER_BLOCKS[name]
     blocks = random_block_weights(arch, seed=5)
     X = torch.randn((2, arch.widths[0], arch.tokens), generator=torch.Generator().manual_seed(1),
                     dtype=torch.float64)
@@ -301,9 +328,14 @@ def test_block_exact_with_fixed_samples_is_stopped_like_the_paper_path():
     assert any("N = 2 fixed by the caller" in n for n in r.notes)
 
 
-def test_one_map_in_four_arithmetics_agrees():
+@pytest.mark.parametrize("arch", [
+    Architecture((3, 3), 2, 2, heads=2, values=2, residual=True, mlp=3),
+    DECODER_BLOCKS["gated square residual"], DECODER_BLOCKS["bias lightning deep"],
+    DECODER_BLOCKS["grouped lightning"]], ids=["blocks", "gated", "bias", "grouped"])
+def test_one_map_in_four_arithmetics_agrees(arch):
     """block_forward is the one map: on small integer weights and inputs, its value in exact
-    Fractions equals the float64 value, is the F_p dual's value mod p, and lies in the ball."""
+    Fractions equals the float64 value, is the F_p dual's value mod p, and lies in the ball
+    (decoder options included: causal masks, key/value groups, biases, gated MLPs)."""
     from fractions import Fraction
 
     import flint
@@ -311,11 +343,10 @@ def test_one_map_in_four_arithmetics_agrees():
 
     from neuromanifold.dimension.ball_dual import ball_block_forward
 
-    arch = Architecture((3, 3), 2, 2, heads=2, values=2, residual=True, mlp=3)
     gen = torch.Generator().manual_seed(11)
     blocks = {n: torch.randint(-2, 3, s, generator=gen).to(torch.float64)
               for n, s, _ in block_layout(arch)}
-    X = torch.randint(-2, 3, (2, 3, 2), generator=gen).to(torch.float64)
+    X = torch.randint(-2, 3, (2, arch.widths[0], arch.tokens), generator=gen).to(torch.float64)
     as_fraction = np.frompyfunc(lambda v: Fraction(int(v)), 1, 1)
     exact = block_forward(arch, {n: as_fraction(b.numpy()) for n, b in blocks.items()},
                           as_fraction(X.numpy()))

@@ -62,15 +62,19 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
                              temperature: float = 1.0, *, heads: str | None = None,
                              values: str | None = None, residual: bool = False,
                              mlp: str | None = None, activation: str = "square",
-                             norm: str = "none") -> Architecture:
-    """An Architecture with the transformer-block options, from CLI strings."""
+                             norm: str = "none", causal: bool = False,
+                             kv_heads: str | None = None, bias: bool = False,
+                             mlp_bias: bool = False, mlp_kind: str = "plain") -> Architecture:
+    """An Architecture with the transformer-block (and decoder) options, from CLI strings."""
     return Architecture(
         parse_int_list("widths", widths, "5,3,3,5"), parse_per_layer("keys", keys, "2,2,2"), tokens,
         attention.lower(), temperature,
         heads=None if heads is None else parse_per_layer("heads", heads, "2,2"),
         values=None if values is None else parse_per_layer("values", values, "2,2"),
         residual=residual, mlp=None if mlp is None else parse_per_layer("mlp", mlp, "3,3"),
-        activation=activation.lower(), norm=norm.lower())
+        activation=activation.lower(), norm=norm.lower(), causal=causal,
+        kv_heads=None if kv_heads is None else parse_per_layer("kv-heads", kv_heads, "1,1"),
+        bias=bias, mlp_bias=mlp_bias, mlp_kind=mlp_kind.lower())
 
 
 def check_output_files(paths: list[Path], force: bool) -> None:

@@ -35,8 +35,18 @@ def dim(
                                   "(and around the MLP); needs equal widths."),
     mlp: Optional[str] = typer.Option(None, help="MLP width after each attention layer m_1,...,m_l, "
                                       "or one for every layer (0: none)."),
-    activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
+    activation: str = typer.Option("square", help="MLP activation: square, relu, gelu, tanh or silu."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
+    causal: bool = typer.Option(False, "--causal", help="Causal mask: output token i aggregates "
+                                "tokens j <= i only."),
+    kv_heads: Optional[str] = typer.Option(None, "--kv-heads", help="Key/value groups per layer "
+                                           "G_1,...,G_l (each dividing --heads; 1: multi-query): "
+                                           "the heads of a group share K and V."),
+    bias: bool = typer.Option(False, "--bias", help="Biases on each head's query, key and value "
+                              "maps and one on the layer's output."),
+    mlp_bias: bool = typer.Option(False, "--mlp-bias", help="Biases on the MLP's maps (needs --mlp)."),
+    mlp_kind: str = typer.Option("plain", "--mlp-kind", help="plain (U s(P y)) or gated "
+                                 "(U (s(G y) * (P y)); SwiGLU with --activation silu)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -76,7 +86,8 @@ def dim(
         check_hf_options(method=method, attention=attention, temperature=temperature,
                          samples=samples, prime=prime, precision=precision, heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
-                         norm=norm)
+                         norm=norm, causal=causal, bias=bias,
+                         **{"kv-heads": kv_heads, "mlp-bias": mlp_bias, "mlp-kind": mlp_kind})
         try:
             with time_limit(timeout):
                 return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
@@ -91,7 +102,9 @@ def dim(
                         widths, "Pass e.g. --widths 3,3,3 --keys 2,2.")
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
-                                    activation=activation, norm=norm)
+                                    activation=activation, norm=norm, causal=causal,
+                                    kv_heads=kv_heads, bias=bias, mlp_bias=mlp_bias,
+                                    mlp_kind=mlp_kind)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from .checks import (ATTENTION_KINDS, bad_type, bad_value, check_choice, check_int, check_int_tuple,
-                     check_positive_float)
+from .checks import (ATTENTION_KINDS, bad_type, bad_value, check_bool, check_choice, check_int,
+                     check_int_tuple, check_positive_float)
 from .limits import check_block_sizes, check_sizes
 
-ACTIVATIONS = ("square", "relu", "gelu", "tanh")
+ACTIVATIONS = ("square", "relu", "gelu", "tanh", "silu")
+MLP_KINDS = ("plain", "gated")
 NORMS = ("none", "layernorm", "rmsnorm")
+
+
+# The decoder options and their defaults, in field order (listed by to_dict / repr when not default).
+_DECODER_DEFAULTS = (("causal", False), ("kv_heads", None), ("bias", False), ("mlp_bias", False),
+                     ("mlp_kind", "plain"))
 
 
 def _broadcast(value: object, n_layers: int) -> object:
@@ -56,6 +62,12 @@ class Architecture:
     mlp: tuple[int, ...] | None = None
     activation: str = "square"
     norm: str = "none"
+    # Decoder options (docs/decoder_features.md); the defaults leave every network above unchanged.
+    causal: bool = False
+    kv_heads: tuple[int, ...] | None = None
+    bias: bool = False
+    mlp_bias: bool = False
+    mlp_kind: str = "plain"
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -119,12 +131,54 @@ class Architecture:
         object.__setattr__(self, "mlp", mlp)
         object.__setattr__(self, "activation", activation)
         object.__setattr__(self, "norm", norm)
+        self._check_decoder_options()
+
+    def _check_decoder_options(self) -> None:
+        """Validate and normalise causal, kv_heads, bias, mlp_bias and mlp_kind."""
+        for name in ("causal", "bias", "mlp_bias"):
+            check_bool(name, getattr(self, name), fix=f"Pass {name}=True or False.")
+        l = self.n_layers
+        kv = self.kv_heads
+        if kv is not None:
+            kv = check_int_tuple("kv_heads", _broadcast(kv, l), minimum=1, example="1,1")
+            if len(kv) != l:
+                raise bad_value("kv_heads", f"one key/value head count per layer ({l})", list(kv),
+                                f"Pass {l} comma-separated counts, e.g. {','.join(['1'] * l)}.")
+            for i, (g, h) in enumerate(zip(kv, self.head_counts), start=1):
+                if h % g:
+                    raise bad_value("kv_heads", f"a divisor of the heads of layer {i} ({h})", g,
+                                    f"Pass --kv-heads dividing --heads, e.g. 1 (multi-query) or {h}.")
+        mlp_kind = check_choice("mlp_kind", self.mlp_kind, MLP_KINDS)
+        if self.mlp is None and (self.mlp_bias or mlp_kind != "plain"):
+            what = "mlp_bias" if self.mlp_bias else "mlp_kind"
+            raise bad_value(what, "used with an MLP (mlp widths > 0)",
+                            True if self.mlp_bias else mlp_kind, "Pass --mlp M, or drop it.")
+        object.__setattr__(self, "kv_heads", kv)
+        object.__setattr__(self, "mlp_kind", mlp_kind)
 
     @property
     def is_block(self) -> bool:
         """True when any transformer-block option departs from the paper's single-head model."""
         return (self.heads is not None or self.values is not None or self.residual
-                or self.mlp is not None or self.norm != "none")
+                or self.mlp is not None or self.norm != "none" or self.causal
+                or self.kv_heads is not None or self.bias or self.mlp_bias
+                or self.mlp_kind != "plain")
+
+    @property
+    def has_decoder_options(self) -> bool:
+        """True when a decoder option (causal, kv_heads, bias, mlp_bias, gated MLP) is given."""
+        return any(getattr(self, name) != default for name, default in _DECODER_DEFAULTS)
+
+    @property
+    def kv_counts(self) -> tuple[int, ...]:
+        """G_i, the key/value groups of each layer (H_i, one per head, without kv_heads)."""
+        return self.kv_heads if self.kv_heads is not None else self.head_counts
+
+    def group_of(self, layer: int, head: int) -> int:
+        """The key/value group (1-based) of head `head` of layer `layer`: ceil(h G / H), so
+        consecutive heads share a group (Llama's repeat_kv); the head itself without kv_heads."""
+        H, G = self.head_counts[layer - 1], self.kv_counts[layer - 1]
+        return -(-head * G // H)
 
     @property
     def head_counts(self) -> tuple[int, ...]:
@@ -161,8 +215,9 @@ class Architecture:
         and in its inputs.
 
         Math: a lightning layer maps degrees (w, x) to (3w + 2 + v, 3x), v = 1 for an unfactored
-        value matrix and 2 for O W; a square MLP maps them to (2w + 3, 2x); a residual path keeps
-        the larger of the two. The paper's model: (sum_i 3^(i-1) 3, 3^l) = ((3^(l+1) - 3)/2, 3^l).
+        value matrix and 2 for O W; a square MLP maps them to (2w + 3, 2x), a gated square MLP
+        U ((G y)^2 * (P y)) to (3w + 4, 3x); a residual path keeps the larger of the two. Biases
+        (degree 1 in W, 0 in X) and the causal mask (0/1 constants) raise neither bound. The paper's model: (sum_i 3^(i-1) 3, 3^l) = ((3^(l+1) - 3)/2, 3^l).
         Defined for polynomial networks only (`is_polynomial`).
         """
         if not self.is_polynomial:
@@ -174,7 +229,8 @@ class Architecture:
             att = (3 * deg_w + 2 + value_degree, 3 * deg_x)
             deg_w, deg_x = ((max(deg_w, att[0]), max(deg_x, att[1])) if self.residual else att)
             if self.mlp_widths[i] > 0:
-                mlp = (2 * deg_w + 3, 2 * deg_x)
+                mlp = ((3 * deg_w + 4, 3 * deg_x) if self.mlp_kind == "gated"
+                       else (2 * deg_w + 3, 2 * deg_x))
                 deg_w, deg_x = ((max(deg_w, mlp[0]), max(deg_x, mlp[1])) if self.residual else mlp)
         return deg_w, deg_x
 
@@ -210,6 +266,10 @@ class Architecture:
                        values=None if self.values is None else list(self.values),
                        residual=self.residual, mlp=list(self.mlp_widths),
                        activation=self.activation, norm=self.norm)
+            for name, default in _DECODER_DEFAULTS:
+                value = getattr(self, name)
+                if value != default:
+                    out[name] = list(value) if isinstance(value, tuple) else value
         return out
 
     def __repr__(self) -> str:
@@ -218,7 +278,7 @@ class Architecture:
         fields = [f"widths={self.widths!r}", f"keys={self.keys!r}", f"tokens={self.tokens!r}"]
         for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
                               ("values", None), ("residual", False), ("mlp", None),
-                              ("activation", "square"), ("norm", "none")):
+                              ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -247,6 +307,16 @@ class Architecture:
             text += f" mlp={','.join(map(str, self.mlp))} activation={self.activation}"
         if self.norm != "none":
             text += f" norm={self.norm}"
+        if self.causal:
+            text += " causal"
+        if self.kv_heads is not None:
+            text += f" kv_heads={','.join(map(str, self.kv_heads))}"
+        if self.bias:
+            text += " bias"
+        if self.mlp_bias:
+            text += " mlp_bias"
+        if self.mlp_kind != "plain":
+            text += f" mlp_kind={self.mlp_kind}"
         return text
 
 
@@ -257,6 +327,11 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
     (v_i x d_{i-1}) and O_i_h (d_i x v_i); with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm
     gain; only with a norm), P_i (m_i x d_i), U_i (d_i x m_i). Each block is flattened row-major.
+    Decoder options (docs/decoder_features.md): with kv_heads, Q_i_1..Q_i_H first, then for each
+    group g: K_i_g, V_i_g (or W_i_g, O_i_g); with bias, bq_i_h (a_i x 1) after Q_i_h, bk_i_g
+    after K_i_g, bv_i_g (d_i x 1, or v_i x 1) after V_i_g / W_i_g and bo_i (d_i x 1) after the
+    heads; a gated MLP has G_i (m_i x d_i) before P_i; with mlp_bias, bg_i, bp_i (m_i x 1) and
+    bu_i (d_i x 1) after G_i, P_i and U_i.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -270,20 +345,45 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
         if arch.norm != "none":
             add(f"g_{i}", (d_in, 1))
-        for h in range(1, arch.head_counts[i - 1] + 1):
+        value_width = d_out if arch.values is None else arch.values[i - 1]
+
+        def add_query(h: int) -> None:
             add(f"Q_{i}_{h}", (a, d_in))
-            add(f"K_{i}_{h}", (a, d_in))
-            if arch.values is None:
-                add(f"V_{i}_{h}", (d_out, d_in))
-            else:
-                add(f"W_{i}_{h}", (arch.values[i - 1], d_in))
-                add(f"O_{i}_{h}", (d_out, arch.values[i - 1]))
+            if arch.bias:
+                add(f"bq_{i}_{h}", (a, 1))
+
+        def add_key_value(g: int) -> None:
+            add(f"K_{i}_{g}", (a, d_in))
+            if arch.bias:
+                add(f"bk_{i}_{g}", (a, 1))
+            add(f"V_{i}_{g}" if arch.values is None else f"W_{i}_{g}", (value_width, d_in))
+            if arch.bias:
+                add(f"bv_{i}_{g}", (value_width, 1))
+            if arch.values is not None:
+                add(f"O_{i}_{g}", (d_out, value_width))
+
+        if arch.kv_heads is None:
+            for h in range(1, arch.head_counts[i - 1] + 1):
+                add_query(h)
+                add_key_value(h)
+        else:
+            for h in range(1, arch.head_counts[i - 1] + 1):
+                add_query(h)
+            for g in range(1, arch.kv_heads[i - 1] + 1):
+                add_key_value(g)
+        if arch.bias:
+            add(f"bo_{i}", (d_out, 1))
         m = arch.mlp_widths[i - 1]
         if m > 0:
             if arch.norm != "none":
                 add(f"n_{i}", (d_out, 1))
-            add(f"P_{i}", (m, d_out))
-            add(f"U_{i}", (d_out, m))
+            for name, shape, bias in (("G", (m, d_out), "bg"), ("P", (m, d_out), "bp"),
+                                      ("U", (d_out, m), "bu")):
+                if name == "G" and arch.mlp_kind != "gated":
+                    continue
+                add(f"{name}_{i}", shape)
+                if arch.mlp_bias:
+                    add(f"{bias}_{i}", (shape[0], 1))
     return layout
 
 

@@ -4,7 +4,11 @@ Math (docs/blocks.md), Z in R^{d_{i-1} x t} with tokens as columns, layer i = 1.
   attention  att_i(Z) = sum_h V_{i,h} N(Z) S(N(Z)^T Q_{i,h}^T K_{i,h} N(Z)),
              V_{i,h} = O_{i,h} W_{i,h} when per-head value widths are given, else one matrix;
   residual   Z -> Z + att_i(Z) (and Y -> Y + mlp_i(Y)), else Z -> att_i(Z);
-  MLP        mlp_i(Y) = U_i s(P_i N(Y)), s in {x^2, relu, gelu, tanh} entrywise;
+  MLP        mlp_i(Y) = U_i s(P_i N(Y)), s in {x^2, relu, gelu, tanh, silu} entrywise, or gated:
+             U_i (s(G_i N(Y)) * (P_i N(Y))) (docs/decoder_features.md);
+  decoder    causal: S_ji = 0 for j > i (lightning: times the 0/1 mask; softmax: normalised over
+             j <= i); kv_heads: the heads of a group share K and V; bias / mlp_bias: a column
+             added after each map (Q z + b_q, ..., and b_o after the heads are summed);
   norm       N(Z) = g * (Z - mean) / sqrt(var + eps) (layernorm) or g * Z / sqrt(mean Z^2 + eps)
              (rmsnorm) per token, learnable gain g, no bias; N = identity for norm 'none'.
 
@@ -91,9 +95,9 @@ def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) ->
         return 1.0 / math.sqrt(d_in)
     if kind == "O":
         return 1.0 / math.sqrt(shape[1] * lightning * heads)
-    if kind in ("P", "U"):
+    if kind in ("P", "U", "G"):
         return 1.0 / math.sqrt(shape[1])
-    return 0.25  # gains: 1 + 0.25 N(0, 1)
+    return 0.25  # gains: 1 + 0.25 N(0, 1); biases (names starting with b): 0.25 N(0, 1)
 
 
 def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = torch.float64,
@@ -120,14 +124,21 @@ def _normalise(Z: torch.Tensor, gain: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
-    """s(x) entrywise: x^2, relu, gelu (exact erf form) or tanh."""
+    """s(x) entrywise: x^2, relu, gelu (exact erf form), tanh or silu (x sigmoid(x))."""
     if kind == "square":
         return x * x
     if kind == "relu":
         return torch.relu(x)
     if kind == "gelu":
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    if kind == "silu":
+        return x * torch.sigmoid(x)
     return torch.tanh(x)
+
+
+def causal_mask(t: int) -> np.ndarray:
+    """The t x t 0/1 matrix M_ji = [j <= i]: output token i aggregates tokens j <= i."""
+    return np.triu(np.ones((t, t), dtype=np.int64))
 
 
 def head_value(blocks: dict[str, torch.Tensor], layer: int, head: int) -> torch.Tensor:
@@ -172,9 +183,28 @@ class ArrayArithmetic:
         """scores_ji = q_j^T k_i (q = Q z, k = K z)."""
         return _einsum("...aj,...ai->...ji", q, k)
 
-    def softmax(self, scores, temperature: float):
-        """Column softmax of scores / temperature over the aggregated token j."""
+    def softmax(self, scores, temperature: float, causal: bool = False):
+        """Column softmax of scores / temperature over the aggregated token j (j <= i only when
+        `causal`: the later tokens get weight exactly 0)."""
+        if causal:
+            keep = torch.from_numpy(causal_mask(scores.shape[-1])).to(device=scores.device).bool()
+            scores = scores.masked_fill(~keep, float("-inf"))
         return torch.softmax(scores / temperature, dim=-2)
+
+    def mask(self, scores):
+        """scores_ji times [j <= i] (causal lightning attention)."""
+        mask = causal_mask(scores.shape[-1])
+        if isinstance(scores, np.ndarray):
+            return scores * mask
+        return scores * torch.from_numpy(mask).to(dtype=scores.dtype, device=scores.device)
+
+    def shift(self, Z, b):
+        """Z + b 1^T: the bias column b (d x 1) added to every token."""
+        return Z + b
+
+    def mul(self, a, b):
+        """The entrywise product a * b (a gated MLP's gate times its values)."""
+        return a * b
 
     def mix(self, values, scores):
         """sum_j values_j scores_ji: each output token aggregates the value columns."""
@@ -206,29 +236,47 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
     `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
     """
     ops = arithmetic
+
+    def affine(M: str, Z, b: str | None):
+        """M Z, plus the bias column b where the network has it."""
+        out = ops.linear(blocks[M], Z)
+        return ops.shift(out, blocks[b]) if b is not None and b in blocks else out
+
     Z = X
     for i in range(1, arch.n_layers + 1):
         Zn = ops.norm(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
-        out = None
+        out, values = None, {}
         for h in range(1, arch.head_counts[i - 1] + 1):
-            q = ops.linear(blocks[f"Q_{i}_{h}"], Zn)
-            k = ops.linear(blocks[f"K_{i}_{h}"], Zn)
-            scores = ops.scores(q, k)                       # scores_ji = z_j^T Q^T K z_i
+            g = arch.group_of(i, h)      # h itself without kv_heads
+            q = affine(f"Q_{i}_{h}", Zn, f"bq_{i}_{h}")
+            k = affine(f"K_{i}_{g}", Zn, f"bk_{i}_{g}")
+            scores = ops.scores(q, k)                       # scores_ji = q_j^T k_i
             if arch.attention == "softmax":
-                scores = ops.softmax(scores, arch.temperature)
+                scores = ops.softmax(scores, arch.temperature, arch.causal) if arch.causal else \
+                    ops.softmax(scores, arch.temperature)
                 if record is not None:
-                    record.append(scores)
-            if f"V_{i}_{h}" in blocks:
-                values = ops.linear(blocks[f"V_{i}_{h}"], Zn)
-            else:
-                values = ops.linear(blocks[f"O_{i}_{h}"], ops.linear(blocks[f"W_{i}_{h}"], Zn))
-            head = ops.mix(values, scores)
+                    # causal: the first token aggregates itself only (a one-token column)
+                    record.append(scores[..., 1:] if arch.causal else scores)
+            elif arch.causal:
+                scores = ops.mask(scores)
+            if g not in values:
+                if f"V_{i}_{g}" in blocks:
+                    values[g] = affine(f"V_{i}_{g}", Zn, f"bv_{i}_{g}")
+                else:
+                    values[g] = ops.linear(blocks[f"O_{i}_{g}"], affine(f"W_{i}_{g}", Zn, f"bv_{i}_{g}"))
+            head = ops.mix(values[g], scores)
             out = head if out is None else ops.add(out, head)
+        if f"bo_{i}" in blocks:
+            out = ops.shift(out, blocks[f"bo_{i}"])
         Z = ops.add(Z, out) if arch.residual else out
         if arch.mlp_widths[i - 1] > 0:
             Yn = ops.norm(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
-            hidden = ops.activate(ops.linear(blocks[f"P_{i}"], Yn), arch.activation)
-            out = ops.linear(blocks[f"U_{i}"], hidden)
+            if arch.mlp_kind == "gated":
+                hidden = ops.mul(ops.activate(affine(f"G_{i}", Yn, f"bg_{i}"), arch.activation),
+                                 affine(f"P_{i}", Yn, f"bp_{i}"))
+            else:
+                hidden = ops.activate(affine(f"P_{i}", Yn, f"bp_{i}"), arch.activation)
+            out = affine(f"U_{i}", hidden, f"bu_{i}")
             Z = ops.add(Z, out) if arch.residual else out
     return Z
 

@@ -214,9 +214,12 @@ def ambient_bound(arch: Architecture) -> int | None:
     One lightning attention layer without MLP or norm (residual allowed: it adds a fixed map):
     column i of the output is sum_j T(z_j, z_j, z_i) for a tensor T in R^{d'} (x) Sym^2(R^d)
     (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
-    cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3).
+    cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3). A causal mask or grouped key/value
+    heads keep the output a linear image of the same T; biases do not (None).
     """
     if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
+        return None
+    if arch.bias:  # biases make the layer an inhomogeneous cubic: not in that space
         return None
     d, d_out = arch.widths
     if arch.tokens == 1:
@@ -225,6 +228,7 @@ def ambient_bound(arch: Architecture) -> int | None:
 
 
 NO_FORMULA = "no closed form for this block network"
+# (Decoder options, a causal mask, grouped key/value heads or biases, are outside it too.)
 _HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, value width "
                "v >= min(d_0, d_1) or unfactored values; d_1 >= 2 when H > 1")
 
@@ -245,7 +249,8 @@ def block_formula(arch: Architecture) -> FormulaValue:
     d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
-             and arch.norm == "none" and arch.tokens >= 2
+             and arch.norm == "none" and arch.tokens >= 2 and not arch.causal
+             and arch.kv_heads is None and not arch.bias
              and v == min(d, d_out) and (H == 1 or d_out >= 2))
     if not holds:
         return FormulaValue(NO_FORMULA, arch.n_params, False,

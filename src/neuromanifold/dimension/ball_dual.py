@@ -36,7 +36,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.formulas import block_formula, effective_width, expected_dim
-from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, blocks_of,
+from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, blocks_of, causal_mask,
                            check_block_weights, flatten_blocks, layer_weights_of,
                            random_block_weights)
 from ..symmetries.catalogue import FLOAT_OPS
@@ -110,8 +110,9 @@ class Param:
 class BallDual:
     """The block map's primitives in arb balls in forward mode (`core.blocks.ArrayArithmetic`
     lists them), for one sample (Z is d x t): a value and one tangent per chosen parameter
-    direction, with the explicit derivatives of softmax, the norms (sqrt and division; eps as a
-    ball containing the exact decimal), gelu (erf form), tanh, x^2 and relu. Parameters are
+    direction, with the explicit derivatives of softmax (causal: over j <= i), the norms (sqrt and
+    division; eps as a ball containing the exact decimal), gelu (erf form), tanh, silu, x^2 and
+    relu, the causal 0/1 mask, bias columns and the gated MLP's entrywise product. Parameters are
     `Param`s; their seeded directions enter where the block is used."""
 
     def __init__(self, k: int, temperature: float):
@@ -131,9 +132,12 @@ class BallDual:
     def scores(self, q: Dual, k: Dual) -> Dual:
         return _mm(_t(q), k)
 
-    def softmax(self, L: Dual, temperature: float) -> Dual:
-        """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL)."""
+    def softmax(self, L: Dual, temperature: float, causal: bool = False) -> Dual:
+        """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL); with
+        `causal` over j <= i only (exactly 0 elsewhere)."""
         E = _MAP["exp"](L.x * self.inv_tau)
+        if causal:
+            E = np.where(causal_mask(E.shape[-1]).astype(bool), E, flint.arb(0))
         S = E / E.sum(axis=0, keepdims=True)
         if L.dx is None:
             return Dual(S, None)
@@ -145,6 +149,23 @@ class BallDual:
 
     def add(self, A: Dual, B: Dual) -> Dual:
         return Dual(A.x + B.x, _plus(A.dx, B.dx))
+
+    def mask(self, A: Dual) -> Dual:
+        """Causal lightning scores: A_ji times [j <= i]."""
+        m = causal_mask(A.x.shape[-1])
+        return Dual(A.x * m, None if A.dx is None else A.dx * m)
+
+    def shift(self, A: Dual, b: Param) -> Dual:
+        """A + b 1^T, with db = the unit directions b owns (every token)."""
+        dx = (np.zeros((self.k,) + A.x.shape, dtype=object) if A.dx is None else A.dx.copy())
+        for j, r, _ in b.seeds:
+            dx[j, r] += 1
+        return Dual(A.x + b.x, dx)
+
+    def mul(self, A: Dual, B: Dual) -> Dual:
+        """Entrywise (a b, da b + a db) (a gated MLP)."""
+        return Dual(A.x * B.x, _plus(None if A.dx is None else A.dx * B.x,
+                                     None if B.dx is None else A.x * B.dx))
 
     def norm(self, Z: Dual, gain: Param, kind: str) -> Dual:
         """g * N(Z), with dg = the unit directions g owns."""
@@ -170,6 +191,9 @@ class BallDual:
             cdf = (1 + _MAP["erf"](x / root2)) / 2
             density = _MAP["exp"](-(x * x) / 2) / (2 * flint.arb.pi()).sqrt()
             return _pointwise(A, x * cdf, cdf + x * density)
+        if kind == "silu":
+            sig = 1 / (1 + _MAP["exp"](-x))
+            return _pointwise(A, x * sig, sig + x * sig * (1 - sig))
         th = _MAP["tanh"](x)
         return _pointwise(A, th, 1 - th * th)
 

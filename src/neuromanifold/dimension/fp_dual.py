@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..core.architecture import Architecture
-from ..core.blocks import Dual, block_forward, block_layout
+from ..core.blocks import Dual, block_forward, block_layout, causal_mask
 from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
@@ -86,6 +86,29 @@ class FpDual:
         dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(self.p)
         return Dual((A.x + B.x).remainder(self.p), dx)
 
+    def mask(self, A: Dual) -> Dual:
+        """Causal lightning scores: A_ji times [j <= i] (the tangents too)."""
+        m = torch.from_numpy(causal_mask(A.x.shape[-1]))
+        return Dual(A.x * m, None if A.dx is None else A.dx * m)
+
+    def shift(self, A: Dual, b: Dual) -> Dual:
+        """A + b 1^T mod p; b's tangents (k, 1, d, 1) are spread over the samples and tokens."""
+        x = (A.x + b.x).remainder(self.p)
+        if b.dx is None:
+            return Dual(x, A.dx)
+        db = b.dx.expand(b.dx.shape[:1] + x.shape)
+        dx = db.clone() if A.dx is None else (A.dx + db).remainder(self.p)
+        return Dual(x, dx)
+
+    def mul(self, A: Dual, B: Dual) -> Dual:
+        """Entrywise (a b, da b + a db) mod p (a gated MLP)."""
+        p = self.p
+        parts = [None if A.dx is None else (A.dx * B.x).remainder(p),
+                 None if B.dx is None else (A.x * B.dx).remainder(p)]
+        parts = [t for t in parts if t is not None]
+        dx = None if not parts else (parts[0] if len(parts) == 1 else (parts[0] + parts[1]).remainder(p))
+        return Dual((A.x * B.x).remainder(p), dx)
+
     def activate(self, A: Dual, kind: str) -> Dual:
         """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
         p = self.p
@@ -130,15 +153,9 @@ def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch
 
 
 def degree_bound(arch: Architecture) -> int:
-    """Total degree in (W, X) of one entry of J: deg_W(phi) - 1 + deg_X(phi) (Schwartz-Zippel)."""
-    deg_w, deg_x = 0, 1
-    for i in range(arch.n_layers):
-        value_degree = 1 if arch.values is None else 2
-        att_w, att_x = 3 * deg_w + 2 + value_degree, 3 * deg_x
-        deg_w, deg_x = (max(deg_w, att_w), max(deg_x, att_x)) if arch.residual else (att_w, att_x)
-        if arch.mlp_widths[i] > 0:
-            mlp_w, mlp_x = 2 * deg_w + 3, 2 * deg_x
-            deg_w, deg_x = (max(deg_w, mlp_w), max(deg_x, mlp_x)) if arch.residual else (mlp_w, mlp_x)
+    """Total degree in (W, X) of one entry of J: deg_W(phi) - 1 + deg_X(phi) (Schwartz-Zippel),
+    from `Architecture.polynomial_degrees`."""
+    deg_w, deg_x = arch.polynomial_degrees()
     return deg_w - 1 + deg_x
 
 

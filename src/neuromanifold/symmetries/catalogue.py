@@ -110,8 +110,26 @@ def _value_names(blocks: dict, i: int, h: int) -> tuple[str, str]:
     return f"W_{i}_{h}", f"O_{i}_{h}"
 
 
+def _groups(arch: Architecture, i: int) -> list[tuple[int, list[int]]]:
+    """(g, the heads of group g) for layer i: the key/value groups (kv_heads), or one group per
+    head (g = h) without them."""
+    groups: dict[int, list[int]] = {}
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        groups.setdefault(arch.group_of(i, h), []).append(h)
+    return list(groups.items())
+
+
+def _bias(blocks: dict, name: str) -> list[str]:
+    """[name] when the network has that bias block, else []."""
+    return [name] if name in blocks else []
+
+
 def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """Blocks reading the input of attention layer i through their columns."""
+    if arch.kv_heads is not None:
+        return ([f"Q_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
+                + [name for g, _ in _groups(arch, i)
+                   for name in (f"K_{i}_{g}", _value_names(blocks, i, g)[0])])
     names = []
     for h in range(1, arch.head_counts[i - 1] + 1):
         names += [f"Q_{i}_{h}", f"K_{i}_{h}", _value_names(blocks, i, h)[0]]
@@ -123,21 +141,29 @@ def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
 # registry (`symmetries.registry`) says when each applies and collects them in its order.
 
 def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
-    """1. per-head GL(a) on (Q, K): Q -> G Q, K -> G^{-T} K."""
-    for h in range(1, arch.head_counts[i - 1] + 1):
-        Q, K = blocks[f"Q_{i}_{h}"], blocks[f"K_{i}_{h}"]
-        a = Q.shape[0]
+    """1. per-head GL(a) on (Q, K): Q -> G Q, K -> G^{-T} K; with kv_heads one G per group, on
+    every query of the group and the group's key; biases follow their maps (bq -> G bq,
+    bk -> G^{-T} bk: the scores are [z; 1]^T [Q bq]^T [K bk] [z; 1])."""
+    for g, heads in _groups(arch, i):
+        queries = [name for h in heads for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}")]
+        keys = [f"K_{i}_{g}"] + _bias(blocks, f"bk_{i}_{g}")
+        a = blocks[f"K_{i}_{g}"].shape[0]
         for r in range(a):
             for s in range(a):
-                dQ, dK = zero[f"Q_{i}_{h}"].clone(), zero[f"K_{i}_{h}"].clone()
-                dQ[r] = Q[s]
-                dK[s] = ops.neg(K[r])
-                put({f"Q_{i}_{h}": dQ, f"K_{i}_{h}": dK})
+                parts = {}
+                for name in queries:
+                    parts[name] = zero[name].clone()
+                    parts[name][r] = blocks[name][s]
+                for name in keys:
+                    parts[name] = zero[name].clone()
+                    parts[name][s] = ops.neg(blocks[name][r])
+                put(parts)
 
 
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
-    """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given)."""
-    for h in range(1, arch.head_counts[i - 1] + 1):
+    """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given; per group with
+    kv_heads; the value bias follows W: bv -> G bv)."""
+    for h, _ in _groups(arch, i):
         w_name, o_name = _value_names(blocks, i, h)
         if w_name != o_name:
             W, O = blocks[w_name], blocks[o_name]
@@ -146,15 +172,112 @@ def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
                     dW, dO = zero[w_name].clone(), zero[o_name].clone()
                     dW[r] = W[s]
                     dO[:, s] = ops.neg(O[:, r])
-                    put({w_name: dW, o_name: dO})
+                    parts = {w_name: dW, o_name: dO}
+                    for name in _bias(blocks, f"bv_{i}_{h}"):
+                        parts[name] = zero[name].clone()
+                        parts[name][r] = blocks[name][s]
+                    put(parts)
 
 
 def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                             put) -> None:
-    """3. per-head rescaling: Q -> c Q, value -> value / c (lightning)."""
+    """3. per-head rescaling: Q -> c Q, value -> value / c (lightning; with kv_heads every query
+    of a group against the group's value; biases follow their maps)."""
+    for g, heads in _groups(arch, i):
+        w_name, _ = _value_names(blocks, i, g)
+        parts = {}
+        for h in heads:
+            for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}"):
+                parts[name] = blocks[name].clone()
+        for name in [w_name] + _bias(blocks, f"bv_{i}_{g}"):
+            parts[name] = ops.neg(blocks[name])
+        put(parts)
+
+
+def query_sum_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                       put) -> None:
+    """14. grouped query sums (lightning, kv_heads): the heads of a group share K_g and V_g, and
+    lightning scores are linear in the queries, so the group is sum_h V_g Z (q_h^T k_g) =
+    V_g Z ((sum_h q_h)^T k_g): Q_h -> Q_h + D, Q_first -> Q_first - D (and the query biases)."""
+    for _, heads in _groups(arch, i):
+        first = heads[0]
+        for h in heads[1:]:
+            for kind in ("Q", "bq"):
+                mine, theirs = f"{kind}_{i}_{h}", f"{kind}_{i}_{first}"
+                if mine not in blocks:
+                    continue
+                for r in range(blocks[mine].shape[0]):
+                    for c in range(blocks[mine].shape[1]):
+                        d_mine, d_first = zero[mine].clone(), zero[theirs].clone()
+                        d_mine[r, c] = 1
+                        d_first[r, c] = ops.neg(torch.ones_like(d_first[r, c]))
+                        put({mine: d_mine, theirs: d_first})
+
+
+def query_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                        put) -> None:
+    """15. softmax query bias: scores_ji = (Q z_j + bq)^T k_i and the softmax normalises over
+    the aggregated token j; bq^T k_i does not depend on j, so every bq entry is a symmetry
+    direction (causal too: the constant is over j <= i)."""
     for h in range(1, arch.head_counts[i - 1] + 1):
-        w_name, _ = _value_names(blocks, i, h)
-        put({f"Q_{i}_{h}": blocks[f"Q_{i}_{h}"].clone(), w_name: ops.neg(blocks[w_name])})
+        name = f"bq_{i}_{h}"
+        for r in range(blocks[name].shape[0]):
+            d = zero[name].clone()
+            d[r] = 1
+            put({name: d})
+
+
+def value_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                        put) -> None:
+    """16. softmax value bias beside the output bias: softmax columns sum to 1, so a head adds
+    its value bias (O_g bv_g with value widths) to every output token, as bo_i does:
+    bv_g -> bv_g + x, bo_i -> bo_i - n_g x (O_g x), n_g the heads of group g."""
+    for g, heads in _groups(arch, i):
+        w_name, o_name = _value_names(blocks, i, g)
+        name = f"bv_{i}_{g}"
+        for r in range(blocks[name].shape[0]):
+            d = zero[name].clone()
+            d[r] = 1
+            column = blocks[o_name][:, r] if w_name != o_name else torch.eye(
+                blocks[name].shape[0], dtype=d.dtype)[r]
+            out = zero[f"bo_{i}"].clone()
+            out[:, 0] = ops.neg(ops.times(len(heads), column))
+            put({name: d, f"bo_{i}": out})
+
+
+def bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                        put) -> None:
+    """17. output biases into the readers' biases (no norm): the stream after a producer's bias b
+    is read by linear readers R z + b_R, so b -> b + x, b_R -> b_R - R x. Without a residual
+    nothing else reads it; with one the shift rides on the stream past the readers, and the
+    next bias written to the stream (bu_i after the MLP, bo_{i+1} after the next layer's heads)
+    takes it back: b' -> b' - x. Only at boundaries where every reader has a bias (and, with a
+    residual, a next bias exists)."""
+    for makers, readers in _stages(arch, blocks, i):
+        biases = [name for name in makers if name.startswith("b")]
+        reader_biases = [_reader_bias(blocks, name) for name in readers]
+        if not biases or any(b is None for b in reader_biases):
+            continue
+        b = biases[-1]
+        after = f"bu_{i}" if f"P_{i}" in readers else f"bo_{i + 1}"
+        if arch.residual and after not in blocks:
+            continue
+        for r in range(blocks[b].shape[0]):
+            parts = {b: zero[b].clone()}
+            parts[b][r] = 1
+            if arch.residual:
+                parts[after] = zero[after].clone()
+                parts[after][r] = ops.neg(torch.ones_like(parts[after][r]))
+            for name, rb in zip(readers, reader_biases):
+                parts[rb] = ops.neg(blocks[name][:, r:r + 1].clone())
+            put(parts)
+
+
+def _reader_bias(blocks: dict, name: str) -> str | None:
+    """The bias added after reader `name` (Q_i_h -> bq_i_h, P_i -> bp_i, ...), None if absent."""
+    kind, rest = name.split("_", 1)
+    bias = {"Q": "bq", "K": "bk", "V": "bv", "W": "bv", "G": "bg", "P": "bp"}[kind] + "_" + rest
+    return bias if bias in blocks else None
 
 
 def head_mixing_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
@@ -171,14 +294,24 @@ def between_layer_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i:
 
 def neuron_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                               put) -> None:
-    """6. MLP neuron rescaling: row j of P times c, column j of U times c^-2 (square) or c^-1 (relu)."""
-    c = -2 if arch.activation == "square" else -1
-    P, U = blocks[f"P_{i}"], blocks[f"U_{i}"]
-    for j in range(arch.mlp_widths[i - 1]):
-        dP, dU = zero[f"P_{i}"].clone(), zero[f"U_{i}"].clone()
-        dP[j] = P[j]
-        dU[:, j] = ops.times(c, U[:, j])
-        put({f"P_{i}": dP, f"U_{i}": dU})
+    """6. MLP neuron rescaling: row j of P times c, column j of U times c^-2 (square) or c^-1 (relu);
+    the row's bias with it. Gated (U (s(G y) * (P y))): row j of P times c, column j of U times
+    c^-1 for every activation (the product is linear in P y), and row j of G times c with U's
+    column times c^-2 (square) or c^-1 (relu)."""
+    U = blocks[f"U_{i}"]
+    rows = [("P", -1)] if arch.mlp_kind == "gated" else []
+    if arch.activation in ("square", "relu"):
+        rows.append(("G" if arch.mlp_kind == "gated" else "P", -2 if arch.activation == "square" else -1))
+    for kind, c in rows:
+        for j in range(arch.mlp_widths[i - 1]):
+            parts = {}
+            for name in [f"{kind}_{i}"] + _bias(blocks, f"b{kind.lower()}_{i}"):
+                parts[name] = zero[name].clone()
+                parts[name][j] = blocks[name][j]
+            dU = zero[f"U_{i}"].clone()
+            dU[:, j] = ops.times(c, U[:, j])
+            parts[f"U_{i}"] = dU
+            put(parts)
 
 
 def unseen_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
@@ -190,7 +323,7 @@ def _gains(arch: Architecture, blocks: dict, i: int) -> list[tuple[str, list[str
     """The norm gains of layer i and the blocks that read each."""
     gains = [(f"g_{i}", _consumers(arch, blocks, i))]
     if arch.mlp_widths[i - 1] > 0:
-        gains.append((f"n_{i}", [f"P_{i}"]))
+        gains.append((f"n_{i}", _mlp_readers(arch, i)))
     return gains
 
 
@@ -228,14 +361,17 @@ def layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
 def one_token_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                        put) -> None:
     """11. one-token softmax: every Q, K entry; V_1 + E, V_h - E, or GL(H v) on stacked values."""
-    H = arch.head_counts[i - 1]
-    for h in range(1, H + 1):
-        for name in (f"Q_{i}_{h}", f"K_{i}_{h}"):
-            for r in range(blocks[name].shape[0]):
-                for c in range(blocks[name].shape[1]):
-                    d = zero[name].clone()
-                    d[r, c] = 1
-                    put({name: d})
+    H = len(_groups(arch, i))   # the groups with kv_heads: n_g = H_i / G_i heads read each V_g
+    names = ([f"Q_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
+             + [f"K_{i}_{g}" for g in range(1, H + 1)])
+    if arch.kv_heads is None:
+        names = [name for h in range(1, H + 1) for name in (f"Q_{i}_{h}", f"K_{i}_{h}")]
+    for name in names:
+        for r in range(blocks[name].shape[0]):
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[r, c] = 1
+                put({name: d})
     if f"V_{i}_1" in blocks:
         for h in range(2, H + 1):
             for r in range(blocks[f"V_{i}_1"].shape[0]):
@@ -289,8 +425,6 @@ def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put)
     left inverse of W_h (v >= d_{i-1}) or a right inverse of O_h (v >= d_i); with v below both,
     V_h + e V_g leaves the rank-v set and this family is left out.
     """
-    H = arch.head_counts[i - 1]
-
     def T(x):
         return x.T.contiguous()
 
@@ -303,13 +437,20 @@ def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put)
     factored = f"W_{i}_1" in blocks
     if factored and arch.values[i - 1] < min(arch.widths[i - 1], arch.widths[i]):
         return
+    # With kv_heads the units are the groups: group g reads A_g = (sum_{h in g} Q_h)^T K_g
+    # (family 14), and dA_g is lifted to the group's first query.
+    groups = dict(_groups(arch, i))
+    H = len(groups)
     K_plus = {g: left_inverse(blocks[f"K_{i}_{g}"]) for g in range(1, H + 1)}
     for g in range(1, H + 1):
         for h in range(1, H + 1):
             if g == h:
                 continue
-            A_h = ops.mm(T(blocks[f"Q_{i}_{h}"]), blocks[f"K_{i}_{h}"])
-            parts = {f"Q_{i}_{g}": ops.neg(T(ops.mm(A_h, K_plus[g])))}
+            query = blocks[f"Q_{i}_{groups[h][0]}"]
+            for other in groups[h][1:]:
+                query = ops.add(query, blocks[f"Q_{i}_{other}"])
+            A_h = ops.mm(T(query), blocks[f"K_{i}_{h}"])
+            parts = {f"Q_{i}_{groups[g][0]}": ops.neg(T(ops.mm(A_h, K_plus[g])))}
             if not factored:
                 parts[f"V_{i}_{h}"] = blocks[f"V_{i}_{g}"].clone()
             else:
@@ -354,7 +495,7 @@ def _stacked_values(arch: Architecture, blocks: dict, i: int, ops: TangentOps, p
     O = [O_1 ... O_H] (d_i x H v) and W = [W_1; ...; W_H] (H v x d_{i-1}), so GL(H v) acts:
     W -> G W, O -> O G^-1. The blocks of G inside one head are family 2; the ones across heads
     g != h (row r of head g, column s of head h): dW_g[r] = W_h[s], dO_h[:, s] = -O_g[:, r]."""
-    H, v = arch.head_counts[i - 1], arch.values[i - 1]
+    H, v = len(_groups(arch, i)), arch.values[i - 1]   # the groups, with kv_heads (equal sizes)
     for g in range(1, H + 1):
         for h in range(1, H + 1):
             if g == h:
@@ -365,7 +506,11 @@ def _stacked_values(arch: Architecture, blocks: dict, i: int, ops: TangentOps, p
                     dO = torch.zeros_like(blocks[f"O_{i}_{h}"])
                     dW[r] = blocks[f"W_{i}_{h}"][s]
                     dO[:, s] = ops.neg(blocks[f"O_{i}_{g}"][:, r])
-                    put({f"W_{i}_{g}": dW, f"O_{i}_{h}": dO})
+                    parts = {f"W_{i}_{g}": dW, f"O_{i}_{h}": dO}
+                    if f"bv_{i}_{g}" in blocks:   # the bias is a column of [W bv]
+                        parts[f"bv_{i}_{g}"] = torch.zeros_like(blocks[f"bv_{i}_{g}"])
+                        parts[f"bv_{i}_{g}"][r] = blocks[f"bv_{i}_{h}"][s]
+                    put(parts)
 
 
 # NOTE: [One-token basis changes]
@@ -510,15 +655,23 @@ def _value_set(arch: Architecture, blocks: dict, j: int, ops: TangentOps):
     return lift, condition
 
 
+def _mlp_readers(arch: Architecture, i: int) -> list[str]:
+    """The blocks reading the MLP's input: P_i, and G_i before it when gated."""
+    return [f"G_{i}", f"P_{i}"] if arch.mlp_kind == "gated" else [f"P_{i}"]
+
+
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
     """(producers, readers) at each boundary after attention i: producers write the stream
-    through their rows, readers read it through their columns."""
-    H = arch.head_counts[i - 1]
-    producers = [_value_names(blocks, i, h)[1] for h in range(1, H + 1)]
+    through their rows (their bias columns too: unfactored value biases, bo_i, bu_i), readers
+    read it through their columns."""
+    producers = [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)]
+    if f"V_{i}_1" in blocks:
+        producers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
+    producers += _bias(blocks, f"bo_{i}")
     stages = []
     if arch.mlp_widths[i - 1] > 0:
-        stages.append((producers, [f"P_{i}"]))
-        producers = [f"U_{i}"]
+        stages.append((producers, _mlp_readers(arch, i)))
+        producers = [f"U_{i}"] + _bias(blocks, f"bu_{i}")
     if i < arch.n_layers:
         stages.append((producers, _consumers(arch, blocks, i + 1)))
     return stages
@@ -583,4 +736,4 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
 
 def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
     """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
-    return blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
+    return blocks[f"n_{i}" if f"P_{i}" in readers else f"g_{i + 1}"][:, 0]

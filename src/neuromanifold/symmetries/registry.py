@@ -29,6 +29,7 @@ from . import catalogue as c
 from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
+_DECODER = "docs/decoder_features.md"
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,12 @@ def _lightning(arch: Architecture) -> bool:
 
 
 def _key_gl_count(arch: Architecture) -> int | None:
-    """sum over heads of a_i^2 when every a_i <= d_{i-1} (Lemma 3.1: GL(a) acts freely on full-rank
-    (Q, K) with Q^T K fixed); None otherwise (then rank A < a and the orbit is smaller)."""
+    """sum over heads (key/value groups with kv_heads) of a_i^2 when every a_i <= d_{i-1}
+    (Lemma 3.1: GL(a) acts freely on full-rank (Q, K) with Q^T K fixed; a group's K_g alone has
+    full rank a); None otherwise (then rank A < a and the orbit is smaller)."""
     if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
         return None
-    return sum(H * a * a for H, a in zip(arch.head_counts, arch.keys))
+    return sum(G * a * a for G, a in zip(arch.kv_counts, arch.keys))
 
 
 def _value_gl_count(arch: Architecture) -> int | None:
@@ -81,7 +83,22 @@ def _value_gl_count(arch: Architecture) -> int | None:
     if any(v > min(d_in, d_out) for v, d_in, d_out in
            zip(arch.values, arch.widths[:-1], arch.widths[1:])):
         return None
-    return sum(H * v * v for H, v in zip(arch.head_counts, arch.values))
+    return sum(G * v * v for G, v in zip(arch.kv_counts, arch.values))
+
+
+def _query_sum_count(arch: Architecture) -> int:
+    """sum over layers of (H_i - G_i) a_i (d_{i-1} + bias): the translations Q_h -> Q_h + D,
+    Q_first -> Q_first - D of each group, one per entry of a non-first query (and its bias),
+    on distinct coordinates, hence independent."""
+    return sum((H - G) * a * (d + arch.bias) for H, G, a, d in
+               zip(arch.head_counts, arch.kv_counts, arch.keys, arch.widths[:-1]))
+
+
+def _value_bias_count(arch: Architecture) -> int:
+    """sum over layers of G_i times the value bias length (d_i, or v_i): one tangent per entry
+    of a value bias, each moving its own coordinate."""
+    widths = arch.values if arch.values is not None else arch.widths[1:]
+    return sum(G * w for G, w in zip(arch.kv_counts, widths))
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -109,13 +126,14 @@ FAMILIES: tuple[Family, ...] = (
     Family("per-head rescaling", False, lambda a: _lightning(a), _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling", act=actions.rescale_head),
-    Family("head mixing", False, lambda a: _lightning(a), _BLOCKS,
-           at_layer=lambda a, i: a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
+    Family("head mixing", False, lambda a: _lightning(a) and not a.bias, _BLOCKS,
+           at_layer=lambda a, i: a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
            build=c.head_mixing_tangents, move="head mixing", act=actions.mix_heads),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
-           lambda a: a.mlp is not None and a.activation in ("square", "relu"),
+           lambda a: a.mlp is not None and (a.activation in ("square", "relu")
+                                            or a.mlp_kind == "gated"),
            _BLOCKS, at_layer=lambda a, i: a.mlp_widths[i - 1] > 0,
            build=c.neuron_rescaling_tangents, move="MLP neuron rescaling",
            act=actions.rescale_neurons),
@@ -133,9 +151,25 @@ FAMILIES: tuple[Family, ...] = (
            at_layer=lambda a, i: True, build=c.one_token_tangents),
     Family("norm rotations", False, lambda a: a.norm != "none" and not a.residual,
            _BLOCKS, at_layer=lambda a, i: True, build=c.norm_rotation_tangents),
+    # Decoder options (docs/decoder_features.md).
+    Family("grouped query sums", False, lambda a: _lightning(a) and a.kv_heads is not None,
+           _DECODER + "#grouped-keyvalue-heads",
+           at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
+           build=c.query_sum_tangents, generic_count=_query_sum_count),
+    Family("softmax query bias", False, lambda a: a.attention == "softmax" and a.bias,
+           _DECODER + "#biases", at_layer=lambda a, i: True, build=c.query_bias_tangents,
+           generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys))),
+    Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
+           _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
+           generic_count=_value_bias_count),
+    Family("output bias into readers' biases", False,
+           lambda a: (a.bias or a.mlp_bias) and a.norm == "none",
+           _DECODER + "#biases", at_layer=lambda a, i: True, build=c.bias_shift_tangents),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
-                      and a.norm == "none"), _BLOCKS, build=c.basis_change_tangents),
+                      and a.norm == "none" and a.kv_heads is None and not a.bias
+                      and not a.mlp_bias and a.mlp_kind == "plain"), _BLOCKS,
+           build=c.basis_change_tangents),
 )
 
 _BY_NAME = {family.name: family for family in FAMILIES}

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The table of docs/decoder_features.md: each decoder option alone and combined, lightning and
+softmax: parameters, dimension, status and the symmetry families (incremental ranks).
+
+Usage: PYTHONPATH=src .venv/bin/python scripts/decoder_table.py      (prints the Markdown tables)
+
+Three tables: every option alone and combined (`table`), the causal mask against none on the
+paper's networks (`causal_table`), and the cost of grouping key/value heads (`grouping_table`).
+
+Every value is computed (`neuromanifold_dim`, method `certified`: the exact rank over F_p for
+polynomial networks, ball arithmetic for the others, each against the registry's upper bound);
+tests/core/test_decoder_features.py recomputes the rows and compares them with the page.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from neuromanifold.core.architecture import Architecture
+from neuromanifold.dimension.api import neuromanifold_dim
+
+# (row name, Architecture keyword options); widths, keys and tokens in the options too.
+ROWS: tuple[tuple[str, dict], ...] = (
+    ("one layer", dict(widths=(3, 3), keys=2, tokens=3)),
+    ("one layer, causal", dict(widths=(3, 3), keys=2, tokens=3, causal=True)),
+    ("two layers", dict(widths=(3, 3, 3), keys=2, tokens=3)),
+    ("two layers, causal", dict(widths=(3, 3, 3), keys=2, tokens=3, causal=True)),
+    ("4 heads", dict(widths=(3, 3), keys=2, tokens=3, heads=4)),
+    ("4 heads, 2 key/value groups", dict(widths=(3, 3), keys=2, tokens=3, heads=4, kv_heads=2)),
+    ("2 heads", dict(widths=(3, 3), keys=2, tokens=3, heads=2)),
+    ("4 heads, 1 key/value head", dict(widths=(3, 3), keys=2, tokens=3, heads=4, kv_heads=1)),
+    ("one layer, bias", dict(widths=(3, 3), keys=2, tokens=3, bias=True)),
+    ("two layers, bias", dict(widths=(3, 3, 3), keys=2, tokens=3, bias=True)),
+    ("MLP", dict(widths=(3, 3), keys=2, tokens=3, mlp=3)),
+    ("MLP, mlp_bias", dict(widths=(3, 3), keys=2, tokens=3, mlp=3, mlp_bias=True)),
+    ("gated MLP", dict(widths=(3, 3), keys=2, tokens=3, mlp=3, mlp_kind="gated")),
+    ("gated MLP, mlp_bias", dict(widths=(3, 3), keys=2, tokens=3, mlp=3, mlp_kind="gated",
+                                 mlp_bias=True)),
+    ("mini Llama (decoder half)", dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1,
+                                       causal=True, residual=True, mlp=3, mlp_kind="gated")),
+    ("mini GPT-2 (decoder half)", dict(widths=(4, 4), keys=2, tokens=3, heads=2, causal=True,
+                                       bias=True, residual=True, mlp=3, mlp_bias=True)),
+    ("mini Falcon (decoder half)", dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1,
+                                        causal=True, residual=True, mlp=3)),
+)
+# The MLP activation of each attention: square keeps lightning networks polynomial (exact over
+# F_p); softmax rows use the activation of the models they mimic (silu: SwiGLU, gelu: GPT-2).
+ACTIVATION = {"lightning": "square", "softmax": "silu"}
+GPT2_ACTIVATION = {"lightning": "square", "softmax": "gelu"}
+
+
+def architecture(name: str, options: dict, attention: str) -> Architecture:
+    """The row's network with `attention` (and its activation where it has an MLP)."""
+    options = dict(options)
+    if "mlp" in options:
+        options["activation"] = (GPT2_ACTIVATION if "GPT-2" in name else ACTIVATION)[attention]
+    return Architecture(attention=attention, **options)
+
+
+def measure(arch: Architecture) -> dict:
+    """n_params, dimension, status and the non-zero families of one network."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = neuromanifold_dim(arch, method="certified", seed=0)
+    families = {k: v for k, v in (r.symmetries or {}).items() if v}
+    return {"params": arch.n_params, "dim": r.dimension, "status": r.status,
+            "upper": r.upper_bound, "families": families}
+
+
+def rows() -> list[tuple[str, str, dict]]:
+    """(row name, attention, measurement) for every row, lightning then softmax."""
+    return [(name, attention, measure(architecture(name, options, attention)))
+            for name, options in ROWS for attention in ("lightning", "softmax")]
+
+
+def _families(families: dict) -> str:
+    return "; ".join(f"{k} {v}" for k, v in families.items())
+
+
+def table(measured: list[tuple[str, str, dict]]) -> str:
+    """The Markdown table of `measured`."""
+    lines = ["| network | attention | params | dimension | status | upper bound | families (incremental rank) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, attention, m in measured:
+        lines.append(f"| {name} | {attention} | {m['params']} | {m['dim']} | {m['status']} | "
+                     f"{m['upper']} | {_families(m['families'])} |")
+    return "\n".join(lines)
+
+
+# The paper's networks (one head and two), with and without the causal mask.
+CAUSAL_NETWORKS: tuple[tuple[tuple[int, ...], int, int], ...] = (
+    ((3, 3), 1, 2), ((3, 3), 2, 3), ((4, 4), 2, 2), ((4, 2), 3, 3), ((5, 3), 2, 4),
+    ((3, 3, 3), 2, 2), ((4, 3, 2), 2, 3), ((2, 2, 2), 1, 3), ((3, 3, 3, 3), 2, 2))
+
+
+def causal_rows() -> list[tuple[str, list[tuple[dict, dict]]]]:
+    """For each network and attention: (label, [(without mask, with mask) for 1 and 2 heads])."""
+    out = []
+    for widths, keys, tokens in CAUSAL_NETWORKS:
+        for attention in ("lightning", "softmax"):
+            pairs = [tuple(measure(Architecture(widths, keys, tokens, attention, heads=heads,
+                                                causal=causal)) for causal in (False, True))
+                     for heads in (1, 2)]
+            out.append((f"widths {','.join(map(str, widths))}, keys {keys}, t = {tokens}, "
+                        f"{attention}", pairs))
+    return out
+
+
+def causal_table(measured) -> str:
+    lines = ["| network | 1 head: no mask | 1 head: causal | 2 heads: no mask | 2 heads: causal |",
+             "|---|---|---|---|---|"]
+    for label, pairs in measured:
+        cells = [f"{m['dim']} ({m['status']})" for pair in pairs for m in pair]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# H = 4 query heads sharing G = 4, 2, 1 key/value heads.
+GROUPING_NETWORKS: tuple[tuple[tuple[int, ...], int, int], ...] = (
+    ((3, 3), 2, 3), ((4, 4), 2, 3), ((4, 4), 4, 3), ((3, 3, 3), 2, 3))
+
+
+def grouping_rows() -> list[tuple[str, int, dict, dict]]:
+    """(network, G, lightning measurement, softmax measurement) for G = 4, 2, 1 (H = 4)."""
+    return [(f"widths {','.join(map(str, widths))}, keys {keys}, t = {tokens}", groups,
+             *(measure(Architecture(widths, keys, tokens, attention, heads=4, kv_heads=groups))
+               for attention in ("lightning", "softmax")))
+            for widths, keys, tokens in GROUPING_NETWORKS for groups in (4, 2, 1)]
+
+
+def grouping_table(measured) -> str:
+    lines = ["| network (H = 4 heads) | key/value heads G | params | lightning | softmax |",
+             "|---|---|---|---|---|"]
+    for label, groups, light, soft in measured:
+        lines.append(f"| {label} | {groups} | {light['params']} | {light['dim']} ({light['status']}) "
+                     f"| {soft['dim']} ({soft['status']}) |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table(rows()))
+    print()
+    print(causal_table(causal_rows()))
+    print()
+    print(grouping_table(grouping_rows()))
