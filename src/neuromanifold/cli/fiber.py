@@ -36,6 +36,11 @@ def fiber(
                    activation=activation and activation.lower(), norm=norm and norm.lower())
     first = read_network_file(weights, name="weights", **options)
     second = read_network_file(other, name="other", **options)
+    if first.arch.has_decoder_options:
+        raise bad_value("weights", "a network without decoder blocks (fiber's moves cover heads, "
+                        "values, residuals, MLPs and norms)", str(first.arch),
+                        "Use `neuromanifold rank` for its rank; docs/decoder_features.md lists "
+                        "what fiber does not take yet.")
     if first.arch != second.arch:
         raise bad_value("other", f"weights of the same architecture as --weights ({first.arch})",
                         str(second.arch), "Pass two files with the same shapes.")

@@ -25,6 +25,8 @@ def rank(
     residual: Optional[bool] = RESIDUAL_OPTION,
     activation: Optional[str] = ACTIVATION_OPTION,
     norm: Optional[str] = NORM_OPTION,
+    causal: bool = typer.Option(False, "--causal", help="Read the network with a causal mask (a "
+                                "file does not store one; docs/decoder_features.md)."),
     generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     timeout: Optional[float] = typer.Option(None, help="Seconds of wall time; past them the "
@@ -38,7 +40,7 @@ def rank(
 
     data = read_network_file(weights, tokens=tokens, attention=attention.lower(), residual=residual,
                              activation=activation and activation.lower(),
-                             norm=norm and norm.lower(), name="weights")
+                             norm=norm and norm.lower(), causal=causal, name="weights")
     arch, point = data.arch, data.point
     progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
     try:

@@ -34,9 +34,11 @@ from ..core.parameters import AttentionWeights, LayerWeights
 
 _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
 # Every member name either reader accepts: the paper's model (_NAME) or a block network
-# (per-head Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h; per-layer P_i, U_i, g_i, n_i: docs/blocks.md).
-# Each reader then checks the names of its own format.
-_MEMBER = re.compile(r"^(?:[QKVA]_[1-9][0-9]*|[QKVWO]_[1-9][0-9]*_[1-9][0-9]*|[PUgn]_[1-9][0-9]*)$")
+# (per-head Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h; per-layer P_i, U_i, g_i, n_i: docs/blocks.md;
+# the decoder blocks bq_i_h, bk_i_g, bv_i_g, G_i, bo_i, bg_i, bp_i, bu_i:
+# docs/decoder_features.md). Each reader then checks the names of its own format.
+_MEMBER = re.compile(r"^(?:[QKVA]_[1-9][0-9]*|(?:[QKVWO]|b[qkv])_[1-9][0-9]*_[1-9][0-9]*"
+                     r"|(?:[PUgnG]|b[gpuo])_[1-9][0-9]*)$")
 
 # What a weight file may hold (checked from the .npy headers before any data is read).
 MAX_SIDE = 2_000                  # rows or columns of one matrix
@@ -80,7 +82,8 @@ def _check_members(path: Path, name: str, zf: zipfile.ZipFile) -> None:
         key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if not info.filename.endswith(".npy") or not _MEMBER.match(key):
             raise _fail(name, "arrays named Q_i, K_i, V_i or A_i, V_i (i = 1..l), or the block "
-                        "names Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h, P_i, U_i, g_i, n_i, in an .npz archive",
+                        "names Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h, P_i, U_i, g_i, n_i (and the decoder "
+                        "blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, bp_i, bu_i), in an .npz archive",
                         f"{path}: member {info.filename!r}",
                         "Save only the blocks, with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
         member = f"{name}:{key}"
@@ -214,8 +217,9 @@ def write_weights(path: str | Path, weights: LayerWeights | AttentionWeights) ->
 
 # ------------------------------------------------------------------ named blocks (any network)
 
-_HEAD = re.compile(r"^([QKVWO])_([1-9][0-9]*)_([1-9][0-9]*)$")
-_LAYER = re.compile(r"^([PUgn])_([1-9][0-9]*)$")
+_HEAD = re.compile(r"^([QKVWO]|b[qkv])_([1-9][0-9]*)_([1-9][0-9]*)$")
+# G_i, bg_i, bp_i, bu_i, bo_i: a gated MLP's gate and the biases (docs/decoder_features.md).
+_LAYER = re.compile(r"^([PUgnG]|b[gpuo])_([1-9][0-9]*)$")
 
 
 def is_block_file(path: str | Path, name: str = "weights") -> bool:
@@ -226,20 +230,30 @@ def is_block_file(path: str | Path, name: str = "weights") -> bool:
 
 def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "lightning",
                        residual: bool = False, activation: str = "square", norm: str = "none",
-                       name: str = "weights") -> tuple[Architecture, dict[str, np.ndarray]]:
-    """(architecture, named float64 blocks) of a block weight file; every name and shape checked."""
+                       causal: bool = False, name: str = "weights"
+                       ) -> tuple[Architecture, dict[str, np.ndarray]]:
+    """(architecture, named float64 blocks) of a block weight file; every name and shape checked.
+
+    Decoder blocks (docs/decoder_features.md) are read from their names: fewer keys K_i_g than
+    queries Q_i_h make grouped key/value heads, bo_i biases, bp_i MLP biases, G_i a gated MLP;
+    a causal mask is not stored (`causal`)."""
     arrays = _load_arrays(Path(path), name)
     heads: dict[int, set[int]] = {}
+    groups: dict[int, set[int]] = {}
     for key, value in arrays.items():
         match = _HEAD.match(key) or _LAYER.match(key)
         if not match:
             raise bad_value(name, "arrays named Q_i_h, K_i_h, V_i_h (or W_i_h, O_i_h), P_i, U_i, g_i, "
-                            "n_i", key, f"Rename or remove the array {key!r} (docs/blocks.md).")
+                            "n_i (and the decoder blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, "
+                            "bp_i, bu_i)", key, f"Rename or remove the array {key!r} (docs/blocks.md, "
+                            "docs/decoder_features.md).")
         if value.dtype.kind not in "iuf" or value.ndim != 2 or not np.all(np.isfinite(value)):
             raise bad_value(f"{name}:{key}", "a finite 2-D array of real numbers",
                             f"{value.ndim}-D array of dtype {value.dtype}", "Save a float or integer matrix.")
-        if _HEAD.match(key):
+        if _HEAD.match(key) and key[0] == "Q":
             heads.setdefault(int(match.group(2)), set()).add(int(match.group(3)))
+        if _HEAD.match(key) and key[0] == "K":
+            groups.setdefault(int(match.group(2)), set()).add(int(match.group(3)))
     if not heads:
         raise bad_value(name, "a block file with Q_1_1, K_1_1 at least", sorted(arrays),
                         "Save the blocks named as in docs/blocks.md.")
@@ -270,9 +284,14 @@ def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "l
     if any(k[0] in "gn" for k in arrays) and norm == "none":
         raise bad_value("norm", "layernorm or rmsnorm for a file with norm gains g_i", norm,
                         "Pass --norm layernorm or --norm rmsnorm.")
+    kv = tuple(len(groups.get(i, ())) for i in range(1, n_layers + 1))
     arch = Architecture(tuple(widths), tuple(keys), tokens, attention, heads=tuple(head_counts),
                         values=None if values[0] is None else tuple(values), residual=residual,
-                        mlp=tuple(mlp), activation=activation, norm=norm)
+                        mlp=tuple(mlp), activation=activation, norm=norm, causal=causal,
+                        kv_heads=None if kv == tuple(head_counts) else kv,
+                        bias=any(k.startswith("bo_") for k in arrays),
+                        mlp_bias=any(k.startswith("bp_") for k in arrays),
+                        mlp_kind="gated" if any(k.startswith("G_") for k in arrays) else "plain")
     blocks = {k: v.astype(np.float64) for k, v in arrays.items()}
     check_block_weights(arch, blocks, name)
     return arch, blocks
@@ -307,7 +326,8 @@ class NetworkFile:
 
 def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "lightning",
                       residual: bool | None = None, activation: str | None = None,
-                      norm: str | None = None, name: str = "weights") -> NetworkFile:
+                      norm: str | None = None, causal: bool = False,
+                      name: str = "weights") -> NetworkFile:
     """Read a paper-format or block weight file as the network the options name; never drop one.
 
     Options not stored in a file are taken from the caller (`None`: not given):
@@ -318,6 +338,8 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
     A paper-format file (Q_i, K_i, V_i: one head, no MLP, no gains) given `residual=True` is
     read as the one-head block network with residual paths (Q_i_1 = Q_i, K_i_1 = K_i,
     V_i_1 = V_i); `activation` and `norm` are refused for it (it has no MLP and no gains).
+      causal      a causal mask (not stored in any file); a paper-format file is then read as the
+                  one-head block network with the mask.
     """
     if not is_block_file(path, name):
         for option, value, why in (("activation", activation, "no MLP (P_i, U_i)"),
@@ -327,7 +349,7 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
                                 f"{why})", value, f"Drop --{option}, or save a block file with "
                                 "those blocks (docs/blocks.md).")
         data = read_weights(path, tokens=tokens, attention=attention, name=name)
-        if not residual:
+        if not residual and not causal:
             flag = "--no-residual" if residual is False else "the paper's format"
             return NetworkFile(data.arch, data.layer_weights, "paper",
                                f"the paper's model: no residual ({flag}), one head, no MLP, no norm")
@@ -336,9 +358,11 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
         for i, (Q, K, V) in enumerate(zip(w.Q, w.K, w.V), start=1):
             blocks.update({f"Q_{i}_1": Q.numpy(), f"K_{i}_1": K.numpy(), f"V_{i}_1": V.numpy()})
         arch = Architecture(data.arch.widths, data.arch.keys, tokens, attention,
-                            heads=(1,) * data.arch.n_layers, residual=True)
-        return NetworkFile(arch, blocks, "block", "one-head block network with residual paths "
-                           "(--residual on a file in the paper's format), no MLP, no norm")
+                            heads=(1,) * data.arch.n_layers, residual=bool(residual), causal=causal)
+        what = " and ".join(w for w, on in (("residual paths (--residual)", residual),
+                                              ("a causal mask (--causal)", causal)) if on)
+        return NetworkFile(arch, blocks, "block", f"one-head block network with {what} on a file "
+                           "in the paper's format, no MLP, no norm")
     arrays = _load_arrays(Path(path), name)
     has_mlp = any(_LAYER.match(k) and k[0] in "PU" for k in arrays)
     has_gains = any(_LAYER.match(k) and k[0] in "gn" for k in arrays)
@@ -350,7 +374,7 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
                         norm, "Drop --norm, or save the gains g_i, n_i in the file.")
     arch, blocks = read_block_weights(path, tokens=tokens, attention=attention, residual=False,
                                       activation=activation or "square", norm=norm or "none",
-                                      name=name)
+                                      causal=causal, name=name)
     if residual is None and len(set(arch.widths)) == 1:
         raise bad_value("residual", f"given (--residual or --no-residual) for a block file whose "
                         f"widths are all equal ({','.join(map(str, arch.widths))}): its shapes fit "
@@ -367,6 +391,12 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
               "no residual (the widths differ, so none is possible)")]
     parts.append(f"MLP activation {activation} (--activation)" if has_mlp else "no MLP")
     parts.append(f"norm {arch.norm} (--norm)" if has_gains else "no norm")
+    parts += [part for part, on in (("a causal mask (--causal)", arch.causal),
+                                    (f"key/value groups {arch.kv_heads} (from the K blocks)",
+                                     arch.kv_heads is not None),
+                                    ("biases (from the bias blocks)", arch.bias),
+                                    ("MLP biases", arch.mlp_bias),
+                                    ("a gated MLP (G_i)", arch.mlp_kind == "gated")) if on]
     if not arch.is_block:  # one head, plain, no MLP, no norm: the paper's model exactly
         import torch  # noqa: PLC0415
 
