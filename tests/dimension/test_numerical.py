@@ -166,3 +166,20 @@ def test_readout_tangents_in_float_kernel_and_bound(attention):
     if attention == "lightning":
         r = numerical_dim(arch, seed=4)
         assert (r.status, r.dimension, r.upper_bound) == ("settled", 41, 41)
+
+
+def test_a_norms_eps_does_not_hide_directions_below_the_bound():
+    """A direction that rescales what a norm reads is broken only by the norm's eps, so its
+    singular value can sit at round-off: a float rank below the bound of a normed network is
+    not settled (it read 33 `settled`, gap 8.4 decades, where balls prove 34), and `auto`
+    escalates it to the proof."""
+    from neuromanifold import neuromanifold_dim
+
+    arch = Architecture((4, 4), (1,), 1, "softmax", heads=3, mlp=3, activation="gelu",
+                        norm="rmsnorm")
+    with pytest.warns(AmbiguousRankWarning):
+        float_only = numerical_dim(arch)
+    assert (float_only.dimension, float_only.status) == (33, "ambiguous")
+    assert any("norm's eps" in note for note in float_only.notes)
+    proved = neuromanifold_dim(arch)
+    assert (proved.dimension, proved.status) == (34, "certified")

@@ -17,7 +17,7 @@ from ..core.architecture import Architecture, check_architecture
 from ..core.checks import (bad_value, check_seed, check_choice, check_int, check_min_gap,
                            check_positive_float)
 from ..core.scheduler import check_backend
-from ..core.blocks import block_forward, flatten_blocks, random_block_weights
+from ..core.blocks import NORM_EPS, block_forward, flatten_blocks, random_block_weights
 from ..symmetries.registry import tangent_rows
 from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
 from ..core.maps import forward
@@ -325,6 +325,21 @@ class NetworkRules:
         return {"formula": formula, "conjecture": formula}
 
 
+def norm_eps_doubt(arch: Architecture, rank: int, upper: int) -> str | None:
+    """A doubt on a float rank below the upper bound of a network with norms: a direction that
+    rescales what a norm reads changes the map only through the norm's eps (`core.blocks.NORM_EPS`),
+    so the Jacobian can have singular values of that order that the gap rule reads as zero
+    (measured: widths 4,4, keys 1, 3 heads, gelu MLP 3, rmsnorm, t = 1, softmax: 33 `settled` with
+    an 8.4-decade gap, sigma_r+1 = 8e-11, where balls prove 34). The model constant must not hide
+    directions: such a rank is not settled, and `auto` escalates it to the certified path. (A relu
+    network's reading below the bound is a `lower-bound` already, which eps can only make truer.)"""
+    if arch.norm == "none" or rank >= upper:
+        return None
+    return (f"norms: a direction that rescales a norm's input changes the map only through the "
+            f"norm's eps ({NORM_EPS:g}), so the float64 rank can miss directions below the upper "
+            f"bound {upper}; not settled (use --method certified)")
+
+
 # Largest exact Jacobian (rows x columns) the decoder late check below builds.
 _LATE_EXACT_ENTRIES = 4_000_000
 
@@ -451,7 +466,8 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         input_doubt = "last layer's input matrix: " + state["input"].ambiguity_note(min_gap)
     status, verdict_notes = numerical_verdict(
         nr, rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
-        doubts=[input_doubt, saturation_note(state["saturation"], rank, upper)],
+        doubts=[input_doubt, saturation_note(state["saturation"], rank, upper),
+                None if rules.piecewise else norm_eps_doubt(arch, rank, upper)],
         late_checks=_decoder_late_checks(arch, rank, n_done, seed),
         bound_name=rules.bound_name, piecewise=rules.piecewise)
     notes = [source.note()] + rules.notes + verdict_notes
