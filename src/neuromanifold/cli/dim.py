@@ -37,6 +37,11 @@ def dim(
                                       "or one for every layer (0: none)."),
     activation: str = typer.Option("square", help="MLP activation: square, relu, gelu or tanh."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
+    positions: str = typer.Option("none", help="Token positions: none, learned (a d_0 x t table "
+                                  "added to the input) or rope (rotary, rational angles)."),
+    rope_pairs: Optional[str] = typer.Option(None, "--rope-pairs", help="With --positions rope: "
+                                             "coordinate pairs R_1,...,R_l rotated in each "
+                                             "head's queries and keys (default all a_i // 2)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -76,7 +81,7 @@ def dim(
         check_hf_options(method=method, attention=attention, temperature=temperature,
                          samples=samples, prime=prime, precision=precision, heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
-                         norm=norm)
+                         norm=norm, positions=positions, rope_pairs=rope_pairs)
         try:
             with time_limit(timeout):
                 return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
@@ -91,7 +96,8 @@ def dim(
                         widths, "Pass e.g. --widths 3,3,3 --keys 2,2.")
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
-                                    activation=activation, norm=norm)
+                                    activation=activation, norm=norm, positions=positions,
+                                    rope_pairs=rope_pairs)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

@@ -34,7 +34,8 @@ def parse_shrink(text: Optional[str]) -> dict:
 # with --hf-config they are refused rather than silently ignored.
 NOT_WITH_HF = {"method": "auto", "attention": "lightning", "temperature": 1.0, "samples": None,
                "prime": None, "precision": None, "heads": None, "values": None, "residual": False,
-               "mlp": None, "activation": "square", "norm": "none"}
+               "mlp": None, "activation": "square", "norm": "none", "positions": "none",
+               "rope_pairs": None}
 
 
 def check_hf_options(**given) -> None:

@@ -11,6 +11,7 @@ from .limits import check_block_sizes, check_sizes
 
 ACTIVATIONS = ("square", "relu", "gelu", "tanh")
 NORMS = ("none", "layernorm", "rmsnorm")
+POSITIONS = ("none", "learned", "rope")
 
 
 def _broadcast(value: object, n_layers: int) -> object:
@@ -56,6 +57,9 @@ class Architecture:
     mlp: tuple[int, ...] | None = None
     activation: str = "square"
     norm: str = "none"
+    # Decoder features (docs/decoder_features.md); the defaults leave the network unchanged.
+    positions: str = "none"
+    rope_pairs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -119,12 +123,40 @@ class Architecture:
         object.__setattr__(self, "mlp", mlp)
         object.__setattr__(self, "activation", activation)
         object.__setattr__(self, "norm", norm)
+        self._check_positions(per_layer)
+
+    def _check_positions(self, per_layer) -> None:
+        """Validate `positions` and `rope_pairs` (pairs rotated per layer, default a_i // 2)."""
+        positions = check_choice("positions", self.positions, POSITIONS)
+        pairs = None
+        if self.rope_pairs is not None:
+            if positions != "rope":
+                raise bad_value("rope_pairs", "given only with positions 'rope'", self.rope_pairs,
+                                "Add --positions rope, or drop --rope-pairs.")
+            pairs = per_layer("rope_pairs", self.rope_pairs, 0, "1,1")
+            for i, (r, a) in enumerate(zip(pairs, self.keys), start=1):
+                if r > a // 2:
+                    raise bad_value("rope_pairs", f"at most a_i // 2 = {a // 2} pairs in layer {i} "
+                                    f"(key width {a})", list(pairs),
+                                    f"Pass --rope-pairs <= {a // 2} there, or a wider --keys.")
+            if all(r == a // 2 for r, a in zip(pairs, self.keys)):
+                pairs = None  # every pair: the default, one spelling of it
+        object.__setattr__(self, "positions", positions)
+        object.__setattr__(self, "rope_pairs", pairs)
+
+    @property
+    def rotated_pairs(self) -> tuple[int, ...]:
+        """R_i, the coordinate pairs of each head's queries and keys rotated in layer i (0
+        everywhere without rotary positions)."""
+        if self.positions != "rope":
+            return (0,) * self.n_layers
+        return self.rope_pairs if self.rope_pairs is not None else tuple(a // 2 for a in self.keys)
 
     @property
     def is_block(self) -> bool:
         """True when any transformer-block option departs from the paper's single-head model."""
         return (self.heads is not None or self.values is not None or self.residual
-                or self.mlp is not None or self.norm != "none")
+                or self.mlp is not None or self.norm != "none" or self.positions != "none")
 
     @property
     def head_counts(self) -> tuple[int, ...]:
@@ -210,6 +242,10 @@ class Architecture:
                        values=None if self.values is None else list(self.values),
                        residual=self.residual, mlp=list(self.mlp_widths),
                        activation=self.activation, norm=self.norm)
+        if self.positions != "none":
+            out["positions"] = self.positions
+        if self.rope_pairs is not None:
+            out["rope_pairs"] = list(self.rope_pairs)
         return out
 
     def __repr__(self) -> str:
@@ -218,7 +254,8 @@ class Architecture:
         fields = [f"widths={self.widths!r}", f"keys={self.keys!r}", f"tokens={self.tokens!r}"]
         for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
                               ("values", None), ("residual", False), ("mlp", None),
-                              ("activation", "square"), ("norm", "none")):
+                              ("activation", "square"), ("norm", "none"), ("positions", "none"),
+                              ("rope_pairs", None)):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -247,6 +284,10 @@ class Architecture:
             text += f" mlp={','.join(map(str, self.mlp))} activation={self.activation}"
         if self.norm != "none":
             text += f" norm={self.norm}"
+        if self.positions != "none":
+            text += f" positions={self.positions}"
+        if self.rope_pairs is not None:
+            text += f" rope_pairs={','.join(map(str, self.rope_pairs))}"
         return text
 
 
@@ -257,6 +298,7 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
     (v_i x d_{i-1}) and O_i_h (d_i x v_i); with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm
     gain; only with a norm), P_i (m_i x d_i), U_i (d_i x m_i). Each block is flattened row-major.
+    With learned positions, T (d_0 x t, added to the input) comes first of all.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -267,6 +309,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
         layout.append((name, shape, offset))
         offset += shape[0] * shape[1]
 
+    if arch.positions == "learned":
+        add("T", (arch.widths[0], arch.tokens))
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
         if arch.norm != "none":
             add(f"g_{i}", (d_in, 1))

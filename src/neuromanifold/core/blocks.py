@@ -14,6 +14,9 @@ Parameters are named blocks (the npz keys of block weight files), in this order 
   widths, W_i_h (v_i x d_{i-1}) and O_i_h (d_i x v_i),
   with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm gain; only with a norm), P_i (m_i x d_i),
   U_i (d_i x m_i).
+Decoder features (docs/decoder_features.md): learned positions add T (d_0 x t, first of all
+blocks) to the input; rotary positions rotate the first R_i coordinate pairs of each head's
+queries and keys, token i by R^i (`core.positions`), before the scores.
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
 never with fused kernels, so forward- and reverse-mode autodiff both apply.
 """
@@ -21,6 +24,7 @@ never with fused kernels, so forward- and reverse-mode autodiff both apply.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -28,6 +32,7 @@ import torch
 from .architecture import Architecture, block_layout, check_architecture
 from .checks import bad_value, check_seed
 from .parameters import score_factor
+from .positions import rotary_floats, rotary_fractions
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
@@ -68,6 +73,8 @@ def flatten_blocks(arch: Architecture, blocks: dict[str, torch.Tensor]) -> torch
 def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) -> float:
     """Standard deviation of a random block: O(1) inputs give O(1) outputs (as `weight_scales`)."""
     kind = name.split("_")[0]
+    if kind == "T":
+        return 1.0  # positions of the size of the N(0, 1) inputs they are added to
     d_in = arch.widths[layer - 1]
     lightning = arch.tokens if arch.attention == "lightning" else 1
     heads = arch.head_counts[layer - 1]
@@ -91,7 +98,7 @@ def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtyp
     gen = seeded_generator(check_seed(seed), "weights")
     out = {}
     for name, shape, _ in block_layout(arch):
-        layer = int(name.split("_")[1])
+        layer = int(name.split("_")[1]) if "_" in name else 0
         sample = torch.randn(shape, generator=gen, dtype=torch.float64) * _scale(name, shape, arch, layer)
         if name[0] in "gn":
             sample = sample + 1.0
@@ -143,6 +150,20 @@ class Dual:
         self.x, self.dx = x, dx
 
 
+def _rotary_constant(like, a: int, pairs: int, tokens: int, angles=None):
+    """R^0..R^{t-1} stacked (t, a, a) in the number system of `like`: float64 on its device for
+    tensors, Fractions in an object array for object arrays."""
+    if isinstance(like, np.ndarray):
+        out = np.empty((tokens, a, a), dtype=object)
+        for i, M in enumerate(rotary_fractions(a, pairs, tokens)):
+            for r, row in enumerate(M):
+                for c, v in enumerate(row):
+                    out[i, r, c] = Fraction(v)
+        return out
+    return torch.tensor(rotary_floats(a, pairs, tokens, angles), dtype=like.dtype,
+                        device=like.device)
+
+
 class ArrayArithmetic:
     """The block map's primitives on arrays: float64 tensors (autodiff applies) and numpy object
     arrays of python-flint polynomials, residues or Fractions (the degree engine, exact fiber
@@ -150,7 +171,12 @@ class ArrayArithmetic:
 
     An arithmetic is any object with these methods (`fp_dual.FpDual`,
     `ball_dual.BallDual` are the others); `block_forward` is written against them once.
+    `angles` (pair f -> radians) replaces the rational rotary angles in float (only the docs'
+    frequency comparison uses it; `core.positions.base_angles`).
     """
+
+    def __init__(self, angles=None):
+        self.angles = angles
 
     def linear(self, M, Z):
         """M Z."""
@@ -170,6 +196,17 @@ class ArrayArithmetic:
 
     def add(self, a, b):
         return a + b
+
+    def shift(self, Z, T):
+        """Z + T: a parameter block T (d x t) added to every sample's columns (positions)."""
+        return Z + T
+
+    def rotate(self, x, pairs: int):
+        """Token i's column of x (..., a, t) times R^i: its first `pairs` coordinate pairs
+        rotated by i times their angles (`core.positions`)."""
+        a, t = x.shape[-2], x.shape[-1]
+        R = _rotary_constant(x, a, pairs, t, self.angles)
+        return _einsum("iab,...bi->...ai", R, x)
 
     def norm(self, Z, gain, kind: str):
         """gain * N(Z) per token (layernorm or rmsnorm)."""
@@ -195,12 +232,17 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
     """
     ops = arithmetic
     Z = X
+    if arch.positions == "learned":
+        Z = ops.shift(Z, blocks["T"])
+    rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers
     for i in range(1, arch.n_layers + 1):
         Zn = ops.norm(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
         out = None
         for h in range(1, arch.head_counts[i - 1] + 1):
             q = ops.linear(blocks[f"Q_{i}_{h}"], Zn)
             k = ops.linear(blocks[f"K_{i}_{h}"], Zn)
+            if rotated[i - 1]:                              # rotary positions
+                q, k = ops.rotate(q, rotated[i - 1]), ops.rotate(k, rotated[i - 1])
             scores = ops.scores(q, k)                       # scores_ji = z_j^T Q^T K z_i
             if arch.attention == "softmax":
                 scores = ops.softmax(scores, arch.temperature)

@@ -218,6 +218,8 @@ def ambient_bound(arch: Architecture) -> int | None:
     """
     if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
         return None
+    if arch.positions != "none":  # position-dependent (rope) or inhomogeneous (learned): no T
+        return None
     d, d_out = arch.widths
     if arch.tokens == 1:
         return d_out * d * (d + 1) * (d + 2) // 6
@@ -245,7 +247,7 @@ def block_formula(arch: Architecture) -> FormulaValue:
     d, d_out, H = arch.widths[0], arch.widths[1], arch.head_counts[0]
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
-             and arch.norm == "none" and arch.tokens >= 2
+             and arch.norm == "none" and arch.tokens >= 2 and arch.positions == "none"
              and v == min(d, d_out) and (H == 1 or d_out >= 2))
     if not holds:
         return FormulaValue(NO_FORMULA, arch.n_params, False,

@@ -41,6 +41,7 @@ from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, check_bl
 from ..symmetries.catalogue import FLOAT_OPS
 from ..symmetries.registry import tangent_rows
 from ..core.parameters import score_factor
+from ..core.positions import rotary_fractions
 from ..core.seeds import seeded_generator
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
@@ -139,6 +140,23 @@ class BallDual:
 
     def add(self, A: Dual, B: Dual) -> Dual:
         return Dual(A.x + B.x, _plus(A.dx, B.dx))
+
+    def shift(self, Z: Dual, T: Param) -> Dual:
+        """Z + T (learned positions), with dT = the unit directions T owns."""
+        dx = np.zeros((self.k,) + Z.x.shape, dtype=object) if Z.dx is None else Z.dx.copy()
+        for j, r, c in T.seeds:
+            dx[j, r, c] += 1
+        return Dual(Z.x + T.x, dx)
+
+    def rotate(self, x: Dual, pairs: int) -> Dual:
+        """Token i's column times R^i, the rational rotations as exact balls."""
+        a, t = x.x.shape
+        R = [np.array([[flint.arb(Fraction(v).numerator) / Fraction(v).denominator for v in row]
+                       for row in M], dtype=object) for M in rotary_fractions(a, pairs, t)]
+        value = np.stack([R[i] @ x.x[:, i] for i in range(t)], axis=-1)
+        if x.dx is None:
+            return Dual(value, None)
+        return Dual(value, np.stack([x.dx[:, :, i] @ R[i].T for i in range(t)], axis=-1))
 
     def norm(self, Z: Dual, gain: Param, kind: str) -> Dual:
         """g * N(Z), with dg = the unit directions g owns."""

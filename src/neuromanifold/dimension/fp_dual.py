@@ -12,11 +12,14 @@ reads its rank for networks beyond the paper's model, with the registry's tangen
 
 from __future__ import annotations
 
+from fractions import Fraction
+from functools import lru_cache
 
 import torch
 
 from ..core.architecture import Architecture
 from ..core.blocks import Dual, block_forward, block_layout
+from ..core.positions import rotary_fractions
 from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
@@ -43,6 +46,22 @@ def fp_ops(p: int) -> TangentOps:
     return TangentOps(mm=lambda A, B: matmul_mod(A, B, p), add=lambda A, B: (A + B).remainder(p),
                       neg=lambda x: (-x).remainder(p), inv=inv,
                       times=lambda c, x: (c * x).remainder(p), kernel=kernel)
+
+
+@lru_cache(maxsize=64)
+def rotary_residues(a: int, pairs: int, tokens: int, p: int) -> torch.Tensor:
+    """R^0..R^{t-1} (t, a, a) mod p: each rational entry n/m as n m^{-1} mod p (m a power of a
+    Pythagorean hypotenuse, never 0 mod a word prime p > 2^30)."""
+    out = torch.zeros((tokens, a, a), dtype=torch.int64)
+    for i, M in enumerate(rotary_fractions(a, pairs, tokens)):
+        for r, row in enumerate(M):
+            for c, v in enumerate(row):
+                v = Fraction(v)
+                if v.denominator % p == 0:
+                    raise ComputationError(f"a rotary denominator {v.denominator} is 0 mod {p}; "
+                                           "use a larger --prime.")
+                out[i, r, c] = v.numerator % p * pow(v.denominator, -1, p) % p
+    return out
 
 
 def random_blocks_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -85,6 +104,21 @@ class FpDual:
     def add(self, A: Dual, B: Dual) -> Dual:
         dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(self.p)
         return Dual((A.x + B.x).remainder(self.p), dx)
+
+    def shift(self, Z: Dual, T: Dual) -> Dual:
+        """Z + T for a parameter block T (d x t) added to every sample (learned positions)."""
+        return self.add(Z, T)
+
+    def rotate(self, x: Dual, pairs: int) -> Dual:
+        """Token i's column times R^i mod p (rational rotary entries reduced exactly)."""
+        a, t = x.x.shape[-2], x.x.shape[-1]
+        R = rotary_residues(a, pairs, t, self.p)
+
+        def apply(v):
+            cols = v.transpose(-1, -2).unsqueeze(-1).contiguous()      # (..., t, a, 1)
+            return matmul_mod(R, cols, self.p).squeeze(-1).transpose(-1, -2)
+
+        return Dual(apply(x.x), None if x.dx is None else apply(x.dx))
 
     def activate(self, A: Dual, kind: str) -> Dual:
         """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""

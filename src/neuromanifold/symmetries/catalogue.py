@@ -135,6 +135,34 @@ def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, z
                 put({f"Q_{i}_{h}": dQ, f"K_{i}_{h}": dK})
 
 
+def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                              put) -> None:
+    """1'. rotary commutant (rotary positions, t >= 2): Q -> G Q, K -> G^{-T} K for G commuting
+    with the rotations, so q_j^T R^{i-j} k_i is unchanged: per rotated pair f, G = c I + s J on
+    the pair (J the quarter turn; distinct angles leave no block between pairs), and GL on the
+    a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too)."""
+    pairs = arch.rotated_pairs[i - 1]
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        q_name, k_name = f"Q_{i}_{h}", f"K_{i}_{h}"
+        Q, K = blocks[q_name], blocks[k_name]
+        for f in range(pairs):
+            p = 2 * f
+            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = identity on the pair
+            dQ[p], dQ[p + 1] = Q[p], Q[p + 1]
+            dK[p], dK[p + 1] = ops.neg(K[p]), ops.neg(K[p + 1])
+            put({q_name: dQ, k_name: dK})
+            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = J = [[0, -1], [1, 0]]
+            dQ[p], dQ[p + 1] = ops.neg(Q[p + 1]), Q[p]
+            dK[p], dK[p + 1] = ops.neg(K[p + 1]), K[p]              # -J^T K = J K
+            put({q_name: dQ, k_name: dK})
+        for r in range(2 * pairs, Q.shape[0]):
+            for s in range(2 * pairs, Q.shape[0]):
+                dQ, dK = zero[q_name].clone(), zero[k_name].clone()
+                dQ[r] = Q[s]
+                dK[s] = ops.neg(K[r])
+                put({q_name: dQ, k_name: dK})
+
+
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
     """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given)."""
     for h in range(1, arch.head_counts[i - 1] + 1):

@@ -28,6 +28,7 @@ from . import catalogue as c
 from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
+_POSITIONS = "docs/decoder_features.md#positions"
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,30 @@ def _lightning(arch: Architecture) -> bool:
     return arch.attention == "lightning"
 
 
+def _rotated(arch: Architecture, i: int) -> int:
+    """R_i, the pairs rotary positions rotate in layer i; 0 with one token (R^0 = I)."""
+    return arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+
+
 def _key_gl_count(arch: Architecture) -> int | None:
     """sum over heads of a_i^2 when every a_i <= d_{i-1} (Lemma 3.1: GL(a) acts freely on full-rank
-    (Q, K) with Q^T K fixed); None otherwise (then rank A < a and the orbit is smaller)."""
-    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
+    (Q, K) with Q^T K fixed); None otherwise (then rank A < a and the orbit is smaller), and
+    None with rotary positions (the rotary commutant replaces it in rotated layers)."""
+    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])) or any(
+            _rotated(arch, i) for i in range(1, arch.n_layers + 1)):
         return None
     return sum(H * a * a for H, a in zip(arch.head_counts, arch.keys))
+
+
+def _rotary_count(arch: Architecture) -> int | None:
+    """sum over the heads of rotated layers of 2 R_i + (a_i - 2 R_i)^2 when every a_i <= d_{i-1}:
+    the commutant of the rotations (docs/decoder_features.md#positions) acts freely on
+    full-rank (Q, K); None otherwise."""
+    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
+        return None
+    return sum(H * (2 * r + (a - 2 * r) ** 2) for i, (H, a) in
+               enumerate(zip(arch.head_counts, arch.keys), start=1)
+               if (r := _rotated(arch, i)))
 
 
 def _value_gl_count(arch: Architecture) -> int | None:
@@ -98,8 +117,13 @@ FAMILIES: tuple[Family, ...] = (
            "docs/hidden_directions.md#2-the-read-out-symmetry"),
     # Every other network: heads, value widths, residuals, MLPs, norms (docs/blocks.md).
     Family("per-head GL(a) on (Q, K)", False, lambda a: True, _BLOCKS,
-           at_layer=lambda a, i: True, build=c.key_gl_tangents, generic_count=_key_gl_count,
-           move="per-head GL(a)"),
+           at_layer=lambda a, i: not _rotated(a, i), build=c.key_gl_tangents,
+           generic_count=_key_gl_count, move="per-head GL(a)"),
+    # Rotary positions: GL(a) breaks to the commutant of the rotations (decoder features).
+    Family("rotary commutant on (Q, K)", False,
+           lambda a: a.positions == "rope" and a.tokens > 1, _POSITIONS,
+           at_layer=lambda a, i: _rotated(a, i) > 0, build=c.rotary_commutant_tangents,
+           generic_count=_rotary_count),
     Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
            _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
            generic_count=_value_gl_count, move="per-head GL(v)"),
@@ -107,7 +131,8 @@ FAMILIES: tuple[Family, ...] = (
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling"),
     Family("head mixing", False, lambda a: _lightning(a), _BLOCKS,
-           at_layer=lambda a, i: a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
+           at_layer=lambda a, i: (a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
+                                  and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing"),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),

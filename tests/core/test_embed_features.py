@@ -1,0 +1,169 @@
+"""Decoder features of issue 21, slice B: learned and rotary positions (docs/decoder_features.md)."""
+
+import hashlib
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from neuromanifold.core.architecture import Architecture
+from neuromanifold.core.blocks import block_forward, block_layout, random_block_weights
+from neuromanifold.core.positions import pair_rotation, pythagorean_triples, rotary_fractions
+from neuromanifold.dimension.api import neuromanifold_dim
+from neuromanifold.dimension.fp_dual import forward_dual_mod_p
+from neuromanifold.errors import InputError
+from neuromanifold.symmetries.registry import family
+
+P = 2147483629
+
+
+def _quiet(arch, method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neuromanifold_dim(arch, method=method, **kw)
+
+
+def test_pythagorean_angles_in_the_issues_order():
+    """Primitive triples by hypotenuse: (3,4,5), (5,12,13), (8,15,17), ...; cos = x/z, sin = y/z."""
+    assert pythagorean_triples(6) == ((3, 4, 5), (5, 12, 13), (8, 15, 17), (7, 24, 25),
+                                      (20, 21, 29), (12, 35, 37))
+    assert pair_rotation(2) == (Fraction(5, 13), Fraction(12, 13))
+    assert len({x / z for x, _, z in pythagorean_triples(40)}) == 40   # distinct angles
+
+
+def test_rotary_matrices_are_exact_powers_of_orthogonal_rotations():
+    """R^i is orthogonal with rational entries, R^i = R^1 ... R^1, and fixes unrotated coordinates."""
+    Rs = [np.array(M, dtype=object) for M in rotary_fractions(5, 2, 4)]
+    eye = np.array([[Fraction(int(r == c)) for c in range(5)] for r in range(5)], dtype=object)
+    assert (Rs[0] == eye).all()
+    for i in range(1, 4):
+        assert (Rs[i].dot(Rs[i].T) == eye).all()
+        assert (Rs[i] == Rs[i - 1].dot(Rs[1])).all()
+    assert Rs[3][4, 4] == 1 and Rs[1][0, 0] == Fraction(3, 5) and Rs[1][1, 0] == Fraction(4, 5)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(positions="rope", rope_pairs=3), "at most a_i // 2 = 2"),
+    (dict(rope_pairs=1), "given only with positions 'rope'"),
+    (dict(positions="spiral"), "`positions` must be one of"),
+    (dict(positions="rope", rope_pairs=(1, 1)), "one entry per layer"),
+    (dict(positions="rope", rope_pairs=-1), "rope_pairs"),
+])
+def test_bad_position_options_are_one_line_errors(kwargs, says):
+    with pytest.raises(InputError, match=says) as err:
+        Architecture((4, 4), 4, 3, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_position_fields_layout_and_parameters():
+    """Learned positions add T (d_0 x t) first; rope adds no parameter; the default pairs are one
+    spelling; only non-default fields are listed; repr evaluates back."""
+    base = Architecture((4, 4, 4), 4, 3, heads=2)
+    learned = Architecture((4, 4, 4), 4, 3, heads=2, positions="learned")
+    rope = Architecture((4, 4, 4), 4, 3, heads=2, positions="rope", rope_pairs=(2, 2))
+    partial = Architecture((4, 4, 4), (4, 2), 3, positions="rope", rope_pairs=(1, 0))
+    assert block_layout(learned)[0] == ("T", (4, 3), 0)
+    assert learned.n_params == base.n_params + 12 and rope.n_params == base.n_params
+    assert rope.rope_pairs is None and rope.rotated_pairs == (2, 2)
+    assert partial.rotated_pairs == (1, 0) and partial.is_block
+    assert Architecture((3, 3), 2, 3, positions="rope").is_block
+    assert "positions" not in base.to_dict() and partial.to_dict()["rope_pairs"] == [1, 0]
+    assert str(partial).endswith("positions=rope rope_pairs=1,0")
+    assert eval(repr(partial)) == partial                              # noqa: S307
+    # rope adds no parameter: the same draws as without it
+    w0, w1 = random_block_weights(base, 5), random_block_weights(rope, 5)
+    assert all(torch.equal(w0[k], w1[k]) for k in w0)
+
+
+def test_existing_draws_stay_bit_identical():
+    """The seeded draws of networks without the new fields are those of main (hashes recorded
+    before the fields were added)."""
+    archs = {
+        "5429f225ac2871e6": Architecture((3, 3, 3), 2, 3, heads=2),
+        "3d70ef0bfc7b739a": Architecture((4, 4), 2, 3, values=2, residual=True, mlp=3,
+                                         norm="layernorm"),
+        "f52c039a682f4c95": Architecture((3, 3), 2, 2, attention="softmax", heads=2, mlp=2,
+                                         activation="gelu", norm="rmsnorm", residual=True),
+        "9ba02b94634d856d": Architecture((5, 3, 5), (2, 1), 3, attention="softmax",
+                                         temperature=4.0, heads=(2, 1)),
+    }
+    for digest, arch in archs.items():
+        w = random_block_weights(arch, 3)
+        got = hashlib.sha256(b"".join(w[n].numpy().tobytes() for n, _, _ in block_layout(arch)))
+        assert got.hexdigest()[:16] == digest
+
+
+@pytest.mark.parametrize("arch", [
+    Architecture((5, 5), 5, 3, heads=2, residual=True, mlp=3, positions="rope", rope_pairs=1),
+    Architecture((4, 4, 4), (4, 2), 3, positions="rope"),
+    Architecture((4, 4), 3, 3, heads=2, residual=True, mlp=3, positions="learned"),
+])
+def test_one_map_in_four_arithmetics_agrees_with_positions(arch):
+    """block_forward with rotary or learned positions: exact Fractions, float64 (to rounding),
+    the F_p dual (the rationals reduced mod p) and arb balls compute the same values."""
+    import flint
+
+    from neuromanifold.dimension.ball_dual import ball_block_forward
+
+    gen = torch.Generator().manual_seed(11)
+    blocks = {n: torch.randint(-2, 3, s, generator=gen).to(torch.float64)
+              for n, s, _ in block_layout(arch)}
+    X = torch.randint(-2, 3, (2, arch.widths[0], arch.tokens), generator=gen).to(torch.float64)
+    as_fraction = np.frompyfunc(lambda v: Fraction(int(v)), 1, 1)
+    exact = block_forward(arch, {n: as_fraction(b.numpy()) for n, b in blocks.items()},
+                          as_fraction(X.numpy()))
+    floats = block_forward(arch, blocks, X).numpy()
+    assert np.abs(exact.astype(float) - floats).max() <= 1e-12 * max(1.0, np.abs(floats).max())
+    fp = forward_dual_mod_p(arch, {n: b.to(torch.int64).remainder(P) for n, b in blocks.items()},
+                            X.to(torch.int64).remainder(P), P).x
+    assert all(int(f) == e.numerator % P * pow(e.denominator, -1, P) % P
+               for f, e in zip(fp.flatten().tolist(), exact.flat))
+    flint.ctx.prec = 128
+    balls, _ = ball_block_forward(arch, blocks, X, [0])
+    assert all((b - flint.arb(e.numerator) / e.denominator).contains(0)
+               for b, e in zip(balls.flat, exact.flat))
+
+
+@pytest.mark.parametrize("arch, dim", [
+    (Architecture((4, 4), 4, 3, positions="rope"), 43),
+    (Architecture((4, 4), 4, 3, positions="rope", rope_pairs=1), 41),
+    (Architecture((4, 4), 4, 3, positions="learned"), 43),
+    (Architecture((3, 3, 3), (2, 2), 3, positions="rope"), None),
+])
+def test_exact_rank_equals_numerical_rank_with_positions(arch, dim):
+    """Polynomial networks with rational rotations or learned positions: the exact rank over F_p
+    equals the float64 rank, and both meet the symmetry upper bound (certified)."""
+    numerical, exact = _quiet(arch, "numerical"), _quiet(arch, "certified")
+    assert exact.dimension == numerical.dimension and exact.status == "certified"
+    assert numerical.status == "settled"
+    if dim is not None:
+        assert exact.dimension == dim
+
+
+def test_rotary_breaks_key_gl_to_the_commutant_and_certifies_softmax():
+    """(Q, K) keep 2 R + (a - 2 R)^2 symmetry directions per head under rotary positions
+    (incremental ranks of the registry), and the softmax network is certified by balls."""
+    for pairs, count in ((None, 4), (1, 6), (0, 16)):
+        arch = Architecture((4, 4), 4, 3, "softmax", positions="rope", rope_pairs=pairs)
+        r = _quiet(arch, "certified")
+        key = "rotary commutant on (Q, K)" if pairs != 0 else "per-head GL(a) on (Q, K)"
+        assert r.symmetries[key] == count == family(key).count(arch)
+        assert r.status == "certified" and r.dimension == arch.n_params - count
+    one_token = Architecture((4, 4), 4, 1, positions="rope")   # R^0 = I: nothing rotates
+    assert family("per-head GL(a) on (Q, K)").count(one_token) == 16
+
+
+def test_rope_leaves_head_mixing_and_the_ambient_bound_out():
+    """Head mixing (A_g -= e A_h) and the one-layer ambient bound assume a position-free score:
+    neither is used with rotary positions (a wrong upper bound would certify a wrong value)."""
+    from neuromanifold.core.formulas import ambient_bound, block_formula
+    from neuromanifold.symmetries.registry import family_tangents
+
+    arch = Architecture((3, 3), 3, 3, heads=2, positions="rope")
+    assert ambient_bound(arch) is None and not block_formula(arch).hypotheses_hold
+    tangents = dict(family_tangents(arch, random_block_weights(arch, 0)))
+    assert tangents["head mixing"] == [] and tangents["per-head GL(a) on (Q, K)"] == []
+    r = _quiet(arch, "certified")
+    assert r.status == "certified" and r.dimension == arch.n_params - 2 * 3 - 2
