@@ -167,3 +167,15 @@ def test_rope_leaves_head_mixing_and_the_ambient_bound_out():
     assert tangents["head mixing"] == [] and tangents["per-head GL(a) on (Q, K)"] == []
     r = _quiet(arch, "certified")
     assert r.status == "certified" and r.dimension == arch.n_params - 2 * 3 - 2
+
+
+def test_docs_tables_are_recomputed():
+    """The tables of docs/decoder_features.md (positions) are what scripts/embed_table.py computes."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "embed_table.py"
+    spec = importlib.util.spec_from_file_location("embed_table", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    assert table.tables() == table.page_block()

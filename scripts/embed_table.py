@@ -1,0 +1,159 @@
+"""The computed tables of docs/decoder_features.md (issue 21, slice B: positions).
+
+Run `PYTHONPATH=src python scripts/embed_table.py` to print the tables, or with `--write` to
+replace the block between the markers of docs/decoder_features.md; tests/core/test_embed_features.py
+recomputes them and compares with the page. Every number comes from the engines:
+`neuromanifold_dim` (method auto: exact over F_p or balls where the bounds meet, else float64)
+and float64 Jacobian ranks by autodiff of the one map (`core.blocks.block_forward`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch.func import jacrev
+
+from neuromanifold.core.architecture import Architecture
+from neuromanifold.core.blocks import (ArrayArithmetic, block_forward, block_layout, flatten_blocks,
+                                       random_block_weights, unflatten_blocks)
+from neuromanifold.core.positions import base_angles
+from neuromanifold.core.rank import numerical_rank
+from neuromanifold.core.seeds import seeded_generator
+from neuromanifold.dimension.api import neuromanifold_dim
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
+BEGIN, END = "<!-- embed_table: begin -->", "<!-- embed_table: end -->"
+
+# (name, keyword arguments of Architecture), each computed with lightning and softmax attention.
+POSITION_NETWORKS = [
+    ("one layer, no positions", dict(widths=(4, 4), keys=4, tokens=3)),
+    ("one layer, learned", dict(widths=(4, 4), keys=4, tokens=3, positions="learned")),
+    ("one layer, rope (2 pairs)", dict(widths=(4, 4), keys=4, tokens=3, positions="rope")),
+    ("one layer, rope (1 pair)", dict(widths=(4, 4), keys=4, tokens=3, positions="rope",
+                                      rope_pairs=1)),
+    ("two heads, rope", dict(widths=(3, 3), keys=3, tokens=3, heads=2, positions="rope")),
+    ("two layers, rope", dict(widths=(3, 3, 3), keys=2, tokens=3, positions="rope")),
+    ("mini GPT-NeoX (partial rope)", dict(widths=(4, 4, 4), keys=4, tokens=3, heads=2,
+                                          residual=True, mlp=3, positions="rope",
+                                          rope_pairs=1)),
+    ("residual + MLP, no positions", dict(widths=(4, 4, 4), keys=2, tokens=3, residual=True,
+                                          mlp=3)),
+    ("residual + MLP, learned", dict(widths=(4, 4, 4), keys=2, tokens=3, residual=True, mlp=3,
+                                     positions="learned")),
+]
+
+# Networks on which the float64 rank is compared under the rational angles and base 10000.
+FREQUENCY_NETWORKS = [
+    dict(widths=(4, 4), keys=4, tokens=3, positions="rope"),
+    dict(widths=(6, 6), keys=6, tokens=4, positions="rope", rope_pairs=2),
+    dict(widths=(3, 3, 3), keys=2, tokens=3, positions="rope"),
+    dict(widths=(4, 4, 4), keys=4, tokens=3, heads=2, residual=True, mlp=3, positions="rope"),
+]
+
+# (Q, K) of one head: (a, d, R) for the measured symmetry count 2 a d - rank J_{Q,K}.
+QK_CASES = [(4, 4, 0), (4, 4, 1), (4, 4, 2), (6, 6, 1), (6, 6, 3), (5, 6, 2), (3, 4, 1)]
+
+
+def _dim(arch: Architecture):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neuromanifold_dim(arch, method="certified")
+
+
+def _families(result) -> str:
+    return "; ".join(f"{k} {v}" for k, v in (result.symmetries or {}).items() if v) or "-"
+
+
+def positions_table() -> list[str]:
+    """Parameters, dimension, status and symmetry families of each position network."""
+    lines = ["| network | attention | parameters | dimension | status | symmetry families (incremental rank) |",
+             "|---|---|---|---|---|---|"]
+    for name, kwargs in POSITION_NETWORKS:
+        for attention in ("lightning", "softmax"):
+            arch = Architecture(attention=attention, **kwargs)
+            r = _dim(arch)
+            lines.append(f"| {name} | {attention} | {arch.n_params} | {r.dimension} | {r.status} "
+                         f"| {_families(r)} |")
+    return lines
+
+
+def float_rank(arch: Architecture, angles=None, seed: int = 0, columns=None) -> tuple[int, float]:
+    """(rank, gap in decades) of the float64 Jacobian of W -> phi_W(X_1..X_N) at seeded W and X,
+    rotary angles rational (None) or `angles`; optionally only the parameter `columns`."""
+    ops = ArrayArithmetic(angles)
+    params = flatten_blocks(arch, random_block_weights(arch, seed))
+    n = math.ceil(2 * arch.n_params / (arch.widths[-1] * arch.tokens)) + 2
+    gen = seeded_generator(seed, "inputs")
+    X = torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
+
+    def f(w):
+        return block_forward(arch, unflatten_blocks(arch, w), X, arithmetic=ops).reshape(-1)
+
+    J = jacrev(f)(params)
+    if columns is not None:
+        J = J[:, columns]
+    J = J / J.norm(dim=0, keepdim=True).clamp(min=1e-300)
+    nr = numerical_rank(torch.linalg.svdvals(J), *J.shape)
+    return nr.rank, nr.gap
+
+
+def frequency_table() -> list[str]:
+    """The float64 rank under the rational Pythagorean angles and under base-10000 angles."""
+    lines = ["| network | parameters | rank, Pythagorean angles (gap) | rank, base 10000 (gap) |",
+             "|---|---|---|---|"]
+    for kwargs in FREQUENCY_NETWORKS:
+        arch = Architecture(**kwargs)
+        a = arch.keys[0]
+        ours, gap = float_rank(arch)
+        theirs, gap2 = float_rank(arch, base_angles(a))
+        lines.append(f"| `{arch}` | {arch.n_params} | {ours} ({gap:.1f}) | {theirs} ({gap2:.1f}) |")
+    return lines
+
+
+def qk_table() -> list[str]:
+    """Symmetry directions left in one head's (Q, K): 2 a d - rank of J on the Q, K columns."""
+    lines = ["| a | d | rotated pairs R | measured 2 a d - rank J_{Q,K} | 2 R + (a - 2 R)^2 |",
+             "|---|---|---|---|---|"]
+    for a, d, pairs in QK_CASES:
+        arch = Architecture((d, d), a, 3, positions="rope", rope_pairs=pairs)
+        cols = [c for name, shape, offset in block_layout(arch) if name[0] in "QK"
+                for c in range(offset, offset + shape[0] * shape[1])]
+        rank, _ = float_rank(arch, columns=cols)
+        lines.append(f"| {a} | {d} | {pairs} | {2 * a * d - rank} | {2 * pairs + (a - 2 * pairs) ** 2} |")
+    return lines
+
+
+def tables() -> str:
+    """Every table of the page's block, as Markdown."""
+    parts = ["**Dimensions with positions** (`neuromanifold_dim(arch, method='certified')`, "
+             "seed 0: exact over F_p for lightning, ball arithmetic for softmax):", "",
+             *positions_table(), "",
+             "**The frequencies do not matter**: float64 Jacobian rank (seed 0) with the rational "
+             "angles and with the usual base-10000 angles theta_f = 10000^(-2 (f - 1) / a):", "",
+             *frequency_table(), "",
+             "**What survives in (Q, K)** (one lightning head, t = 3, float64):", "", *qk_table()]
+    return "\n".join(parts)
+
+
+def write(text: str) -> None:
+    """Replace the block between the markers of the page."""
+    page = PAGE.read_text()
+    head, rest = page.split(BEGIN)
+    _, tail = rest.split(END)
+    PAGE.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def page_block() -> str:
+    """The block between the markers as the page has it."""
+    return PAGE.read_text().split(BEGIN)[1].split(END)[0].strip("\n")
+
+
+if __name__ == "__main__":
+    out = tables()
+    if "--write" in sys.argv[1:]:
+        write(out)
+    print(out)
