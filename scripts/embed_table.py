@@ -27,6 +27,7 @@ from neuromanifold.dimension.api import neuromanifold_dim
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
 BEGIN, END = "<!-- embed_table: begin -->", "<!-- embed_table: end -->"
+VOCAB_BEGIN, VOCAB_END = "<!-- embed_vocab_table: begin -->", "<!-- embed_vocab_table: end -->"
 
 # (name, keyword arguments of Architecture), each computed with lightning and softmax attention.
 POSITION_NETWORKS = [
@@ -44,6 +45,28 @@ POSITION_NETWORKS = [
                                           mlp=3)),
     ("residual + MLP, learned", dict(widths=(4, 4, 4), keys=2, tokens=3, residual=True, mlp=3,
                                      positions="learned")),
+]
+
+# Networks with a vocabulary (token-id inputs, logits), each with lightning and softmax.
+VOCAB_NETWORKS = [
+    ("V = 5, untied", dict(widths=(3, 3), keys=3, tokens=2, vocab=5)),
+    ("V = 5, tied", dict(widths=(3, 3), keys=3, tokens=2, vocab=5, tied=True)),
+    ("V = 5, residual, untied", dict(widths=(3, 3), keys=3, tokens=2, vocab=5, residual=True)),
+    ("V = 5, residual, tied", dict(widths=(3, 3), keys=3, tokens=2, vocab=5, residual=True,
+                                   tied=True)),
+    ("V = 5, learned positions, tied", dict(widths=(3, 3), keys=3, tokens=2, vocab=5,
+                                            positions="learned", tied=True)),
+    ("two layers, V = 6, untied", dict(widths=(3, 3, 3), keys=2, tokens=2, vocab=6)),
+    ("small V = 3 (V <= d_0 + 2)", dict(widths=(3, 3), keys=3, tokens=2, vocab=3)),
+    ("V = 2, t = 1", dict(widths=(3, 3), keys=3, tokens=1, vocab=2)),
+    ("mini GPT-NeoX-like (rope 1 pair, residual, MLP, untied)",
+     dict(widths=(4, 4), keys=4, tokens=2, heads=2, residual=True, mlp=3, positions="rope",
+          rope_pairs=1, vocab=6)),
+    ("mini GPT-2-like (learned, residual, MLP, tied)",
+     dict(widths=(4, 4), keys=2, tokens=2, heads=2, residual=True, mlp=3, positions="learned",
+          vocab=6, tied=True)),
+    ("rmsnorm, residual, untied (no stream family)",
+     dict(widths=(3, 3), keys=3, tokens=2, vocab=5, residual=True, norm="rmsnorm")),
 ]
 
 # Networks on which the float64 rank is compared under the rational angles and base 10000.
@@ -68,17 +91,29 @@ def _families(result) -> str:
     return "; ".join(f"{k} {v}" for k, v in (result.symmetries or {}).items() if v) or "-"
 
 
-def positions_table() -> list[str]:
-    """Parameters, dimension, status and symmetry families of each position network."""
-    lines = ["| network | attention | parameters | dimension | status | symmetry families (incremental rank) |",
-             "|---|---|---|---|---|---|"]
-    for name, kwargs in POSITION_NETWORKS:
+def _rows(networks, sequences: bool) -> list[str]:
+    """One table row per network and attention: parameters, (V^t,) dimension, status, families."""
+    head = "| network | attention | parameters |" + (" V^t |" if sequences else "")
+    lines = [head + " dimension | status | symmetry families (incremental rank) |",
+             "|---|---|---|" + ("---|" if sequences else "") + "---|---|---|"]
+    for name, kwargs in networks:
         for attention in ("lightning", "softmax"):
             arch = Architecture(attention=attention, **kwargs)
             r = _dim(arch)
-            lines.append(f"| {name} | {attention} | {arch.n_params} | {r.dimension} | {r.status} "
-                         f"| {_families(r)} |")
+            lines.append(f"| {name} | {attention} | {arch.n_params} |"
+                         + (f" {arch.n_sequences} |" if sequences else "")
+                         + f" {r.dimension} | {r.status} | {_families(r)} |")
     return lines
+
+
+def positions_table() -> list[str]:
+    """Parameters, dimension, status and symmetry families of each position network."""
+    return _rows(POSITION_NETWORKS, False)
+
+
+def vocab_table() -> list[str]:
+    """Parameters, V^t, dimension, status and families of each network with a vocabulary."""
+    return _rows(VOCAB_NETWORKS, True)
 
 
 def float_rank(arch: Architecture, angles=None, seed: int = 0, columns=None) -> tuple[int, float]:
@@ -139,21 +174,28 @@ def tables() -> str:
     return "\n".join(parts)
 
 
-def write(text: str) -> None:
-    """Replace the block between the markers of the page."""
+def vocab_tables() -> str:
+    """The table of the embeddings section, as Markdown."""
+    return "\n".join(["**Dimensions with token embeddings and logits** (`neuromanifold_dim(arch, "
+                      "method='certified')`, seed 0):", "", *vocab_table()])
+
+
+def write(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the block between the markers `begin` and `end` of the page."""
     page = PAGE.read_text()
-    head, rest = page.split(BEGIN)
-    _, tail = rest.split(END)
-    PAGE.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    head, rest = page.split(begin)
+    _, tail = rest.split(end)
+    PAGE.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
-def page_block() -> str:
+def page_block(begin: str = BEGIN, end: str = END) -> str:
     """The block between the markers as the page has it."""
-    return PAGE.read_text().split(BEGIN)[1].split(END)[0].strip("\n")
+    return PAGE.read_text().split(begin)[1].split(end)[0].strip("\n")
 
 
 if __name__ == "__main__":
-    out = tables()
+    out, vocab = tables(), vocab_tables()
     if "--write" in sys.argv[1:]:
         write(out)
-    print(out)
+        write(vocab, VOCAB_BEGIN, VOCAB_END)
+    print(out + "\n\n" + vocab)

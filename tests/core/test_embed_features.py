@@ -10,6 +10,7 @@ import torch
 
 from neuromanifold.core.architecture import Architecture
 from neuromanifold.core.blocks import block_forward, block_layout, random_block_weights
+from neuromanifold.core.tokens import TokenInputs, one_hot
 from neuromanifold.core.positions import pair_rotation, pythagorean_triples, rotary_fractions
 from neuromanifold.dimension.api import neuromanifold_dim
 from neuromanifold.dimension.fp_dual import forward_dual_mod_p
@@ -99,10 +100,13 @@ def test_existing_draws_stay_bit_identical():
     Architecture((5, 5), 5, 3, heads=2, residual=True, mlp=3, positions="rope", rope_pairs=1),
     Architecture((4, 4, 4), (4, 2), 3, positions="rope"),
     Architecture((4, 4), 3, 3, heads=2, residual=True, mlp=3, positions="learned"),
+    Architecture((3, 3), 2, 2, vocab=4, positions="learned"),
+    Architecture((3, 3), 2, 3, vocab=4, tied=True, residual=True, mlp=2, positions="rope"),
 ])
 def test_one_map_in_four_arithmetics_agrees_with_positions(arch):
-    """block_forward with rotary or learned positions: exact Fractions, float64 (to rounding),
-    the F_p dual (the rationals reduced mod p) and arb balls compute the same values."""
+    """block_forward with rotary or learned positions, embeddings and logits: exact Fractions,
+    float64 (to rounding), the F_p dual (the rationals reduced mod p) and arb balls compute the
+    same values."""
     import flint
 
     from neuromanifold.dimension.ball_dual import ball_block_forward
@@ -111,6 +115,8 @@ def test_one_map_in_four_arithmetics_agrees_with_positions(arch):
     blocks = {n: torch.randint(-2, 3, s, generator=gen).to(torch.float64)
               for n, s, _ in block_layout(arch)}
     X = torch.randint(-2, 3, (2, arch.widths[0], arch.tokens), generator=gen).to(torch.float64)
+    if arch.vocab is not None:
+        X = one_hot(torch.randint(0, arch.vocab, (2, arch.tokens), generator=gen), arch.vocab)
     as_fraction = np.frompyfunc(lambda v: Fraction(int(v)), 1, 1)
     exact = block_forward(arch, {n: as_fraction(b.numpy()) for n, b in blocks.items()},
                           as_fraction(X.numpy()))
@@ -179,3 +185,65 @@ def test_docs_tables_are_recomputed():
     table = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table)
     assert table.tables() == table.page_block()
+    assert table.vocab_tables() == table.page_block(table.VOCAB_BEGIN, table.VOCAB_END)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(vocab=1), "`vocab` must be an integer >= 2"),
+    (dict(tied=True), "used with a vocabulary"),
+    (dict(vocab=3, tied=True, widths=(3, 4)), "d_l = d_0"),
+])
+def test_bad_vocabulary_options_are_one_line_errors(kwargs, says):
+    kwargs = {"widths": (3, 3), **kwargs}
+    with pytest.raises(InputError, match=says) as err:
+        Architecture(keys=2, tokens=2, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_vocabulary_layout_parameters_and_widths():
+    """E (V x d_0) first, T after it, L (V x d_l) last unless tied; inputs and outputs are V wide."""
+    untied = Architecture((3, 4), 2, 2, vocab=5, positions="learned")
+    tied = Architecture((3, 3), 2, 2, vocab=5, tied=True)
+    names = [n for n, _, _ in block_layout(untied)]
+    assert names[:2] == ["E", "T"] and names[-1] == "L"
+    assert block_layout(untied)[-1][1] == (5, 4) and "L" not in dict((n, 0) for n, _, _ in block_layout(tied))
+    assert untied.n_params == 15 + 6 + Architecture((3, 4), 2, 2).n_params + 20
+    assert (untied.input_width, untied.output_width, untied.n_sequences) == (5, 5, 25)
+    assert str(tied).endswith("vocab=5 tied") and eval(repr(tied)) == tied   # noqa: S307
+    assert tied.to_dict()["vocab"] == 5 and tied.to_dict()["tied"]
+
+
+def test_token_inputs_are_distinct_and_say_when_used_up():
+    gen = torch.Generator().manual_seed(0)
+    tokens = TokenInputs(Architecture((3, 3), 2, 2, vocab=4), gen)
+    first, rest = tokens.take_ids(10), tokens.take_ids(100)
+    seqs = {tuple(r) for r in torch.cat([first, rest]).tolist()}
+    assert len(seqs) == 16 and rest.shape == (6, 2) and tokens.exhausted
+    assert "every one of the V^t = 4^2 = 16" in tokens.note() and "small vocabulary" in tokens.note()
+    X = one_hot(first, 4)
+    assert X.shape == (10, 4, 2) and torch.equal(X.sum(dim=1), torch.ones(10, 2, dtype=X.dtype))
+
+
+@pytest.mark.parametrize("kwargs, dim, stream", [
+    (dict(vocab=5), 29, 18),                                    # GL(3) x GL(3)
+    (dict(vocab=5, tied=True), 23, 9),                          # one GL(3)
+    (dict(vocab=5, residual=True), 38, 9),                      # GL(3) of the stream
+    (dict(vocab=5, residual=True, tied=True), 29, 3),           # O(3)
+])
+def test_embeddings_exact_equals_numerical_and_the_stream_families(kwargs, dim, stream):
+    """Lightning with token ids: the exact rank over F_p (every sequence used) equals the float64
+    rank, meets the bound (certified), and the stream family's count is GL or O(d)."""
+    arch = Architecture((3, 3), 3, 2, **kwargs)
+    numerical, exact = _quiet(arch, "numerical"), _quiet(arch, "certified")
+    assert numerical.dimension == exact.dimension == dim and exact.status == "certified"
+    assert exact.symmetries["stream basis at the embedding and logits"] == stream
+    assert any("every one of the V^t = 5^2 = 25" in n for n in numerical.notes)
+
+
+def test_small_vocabulary_is_a_measured_lower_bound_and_says_so():
+    """V = 3 <= d_0 + 2: no certificate from the catalogue, and the notes say why."""
+    r = _quiet(Architecture((3, 3), 3, 2, vocab=3), "certified")
+    assert (r.dimension, r.status) == (15, "lower-bound")
+    assert any("small vocabulary" in n for n in r.notes)
+    with pytest.raises(InputError, match="at most V"):
+        _quiet(Architecture((3, 3), 3, 2, vocab=3), "numerical", samples=10)

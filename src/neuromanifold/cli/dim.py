@@ -42,6 +42,11 @@ def dim(
     rope_pairs: Optional[str] = typer.Option(None, "--rope-pairs", help="With --positions rope: "
                                              "coordinate pairs R_1,...,R_l rotated in each "
                                              "head's queries and keys (default all a_i // 2)."),
+    vocab: Optional[int] = typer.Option(None, help="Vocabulary size V: inputs are token-id "
+                                        "sequences embedded by E (V x d_0), outputs V logits "
+                                        "per token (a finite input set of V^t sequences)."),
+    tied: bool = typer.Option(False, "--tied", help="With --vocab: logits by the embedding's "
+                              "transpose E (needs d_l = d_0) instead of an untied L."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -81,7 +86,8 @@ def dim(
         check_hf_options(method=method, attention=attention, temperature=temperature,
                          samples=samples, prime=prime, precision=precision, heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
-                         norm=norm, positions=positions, rope_pairs=rope_pairs)
+                         norm=norm, positions=positions, rope_pairs=rope_pairs, vocab=vocab,
+                         tied=tied)
         try:
             with time_limit(timeout):
                 return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
@@ -97,7 +103,7 @@ def dim(
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
                                     activation=activation, norm=norm, positions=positions,
-                                    rope_pairs=rope_pairs)
+                                    rope_pairs=rope_pairs, vocab=vocab, tied=tied)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

@@ -60,6 +60,8 @@ class Architecture:
     # Decoder features (docs/decoder_features.md); the defaults leave the network unchanged.
     positions: str = "none"
     rope_pairs: tuple[int, ...] | None = None
+    vocab: int | None = None
+    tied: bool = False
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -143,6 +145,34 @@ class Architecture:
                 pairs = None  # every pair: the default, one spelling of it
         object.__setattr__(self, "positions", positions)
         object.__setattr__(self, "rope_pairs", pairs)
+        if self.vocab is not None:
+            vocab = check_int("vocab", self.vocab, minimum=2,
+                              fix="Pass --vocab 2 or more (one token id says nothing).")
+            object.__setattr__(self, "vocab", vocab)
+        if not isinstance(self.tied, bool):
+            raise bad_value("tied", "True or False", self.tied, "Pass tied=True or False.")
+        if self.tied and self.vocab is None:
+            raise bad_value("tied", "used with a vocabulary (the logits reuse the embedding)",
+                            "tied without vocab", "Add --vocab V, or drop --tied.")
+        if self.tied and self.widths[0] != self.widths[-1]:
+            raise bad_value("tied", "used only when d_l = d_0 (the logits are E Z)",
+                            f"tied with widths {list(self.widths)}",
+                            "Use equal first and last widths, or drop --tied.")
+
+    @property
+    def input_width(self) -> int:
+        """The rows of one input sequence: V (one-hot token ids) with a vocabulary, else d_0."""
+        return self.vocab if self.vocab is not None else self.widths[0]
+
+    @property
+    def output_width(self) -> int:
+        """The rows of one output: V (logits) with a vocabulary, else d_l."""
+        return self.vocab if self.vocab is not None else self.widths[-1]
+
+    @property
+    def n_sequences(self) -> int | None:
+        """V^t, the number of distinct inputs with a vocabulary (None: a continuum)."""
+        return None if self.vocab is None else self.vocab ** self.tokens
 
     @property
     def rotated_pairs(self) -> tuple[int, ...]:
@@ -156,7 +186,8 @@ class Architecture:
     def is_block(self) -> bool:
         """True when any transformer-block option departs from the paper's single-head model."""
         return (self.heads is not None or self.values is not None or self.residual
-                or self.mlp is not None or self.norm != "none" or self.positions != "none")
+                or self.mlp is not None or self.norm != "none" or self.positions != "none"
+                or self.vocab is not None)
 
     @property
     def head_counts(self) -> tuple[int, ...]:
@@ -246,6 +277,10 @@ class Architecture:
             out["positions"] = self.positions
         if self.rope_pairs is not None:
             out["rope_pairs"] = list(self.rope_pairs)
+        if self.vocab is not None:
+            out["vocab"] = self.vocab
+        if self.tied:
+            out["tied"] = True
         return out
 
     def __repr__(self) -> str:
@@ -255,7 +290,7 @@ class Architecture:
         for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
                               ("values", None), ("residual", False), ("mlp", None),
                               ("activation", "square"), ("norm", "none"), ("positions", "none"),
-                              ("rope_pairs", None)):
+                              ("rope_pairs", None), ("vocab", None), ("tied", False)):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -288,6 +323,8 @@ class Architecture:
             text += f" positions={self.positions}"
         if self.rope_pairs is not None:
             text += f" rope_pairs={','.join(map(str, self.rope_pairs))}"
+        if self.vocab is not None:
+            text += f" vocab={self.vocab}" + (" tied" if self.tied else "")
         return text
 
 
@@ -298,7 +335,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
     (v_i x d_{i-1}) and O_i_h (d_i x v_i); with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm
     gain; only with a norm), P_i (m_i x d_i), U_i (d_i x m_i). Each block is flattened row-major.
-    With learned positions, T (d_0 x t, added to the input) comes first of all.
+    With a vocabulary, E (V x d_0, the token embedding) comes first of all, then with learned
+    positions T (d_0 x t, added to the input); untied logits end with L (V x d_l).
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -309,6 +347,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
         layout.append((name, shape, offset))
         offset += shape[0] * shape[1]
 
+    if arch.vocab is not None:
+        add("E", (arch.vocab, arch.widths[0]))
     if arch.positions == "learned":
         add("T", (arch.widths[0], arch.tokens))
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
@@ -328,6 +368,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                 add(f"n_{i}", (d_out, 1))
             add(f"P_{i}", (m, d_out))
             add(f"U_{i}", (d_out, m))
+    if arch.vocab is not None and not arch.tied:
+        add("L", (arch.vocab, arch.widths[-1]))
     return layout
 
 

@@ -14,7 +14,9 @@ Parameters are named blocks (the npz keys of block weight files), in this order 
   widths, W_i_h (v_i x d_{i-1}) and O_i_h (d_i x v_i),
   with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm gain; only with a norm), P_i (m_i x d_i),
   U_i (d_i x m_i).
-Decoder features (docs/decoder_features.md): learned positions add T (d_0 x t, first of all
+Decoder features (docs/decoder_features.md): with a vocabulary the input X (..., V, t) holds
+one-hot token columns, embedded as E^T X (E: V x d_0, first of all blocks), and the output is
+the logits L Z (L: V x d_l, the last block) or E Z when tied; learned positions add T (d_0 x t, first of all
 blocks) to the input; rotary positions rotate the first R_i coordinate pairs of each head's
 queries and keys, token i by R^i (`core.positions`), before the scores.
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
@@ -73,8 +75,10 @@ def flatten_blocks(arch: Architecture, blocks: dict[str, torch.Tensor]) -> torch
 def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) -> float:
     """Standard deviation of a random block: O(1) inputs give O(1) outputs (as `weight_scales`)."""
     kind = name.split("_")[0]
-    if kind == "T":
-        return 1.0  # positions of the size of the N(0, 1) inputs they are added to
+    if kind in ("T", "E"):
+        return 1.0  # positions and embeddings of the size of N(0, 1) inputs
+    if kind == "L":
+        return 1.0 / math.sqrt(shape[1])
     d_in = arch.widths[layer - 1]
     lightning = arch.tokens if arch.attention == "lightning" else 1
     heads = arch.head_counts[layer - 1]
@@ -197,6 +201,10 @@ class ArrayArithmetic:
     def add(self, a, b):
         return a + b
 
+    def embed(self, E, X):
+        """E^T X: one-hot token columns X (..., V, t) to their embeddings (..., d, t)."""
+        return _einsum("vd,...vt->...dt", E, X)
+
     def shift(self, Z, T):
         """Z + T: a parameter block T (d x t) added to every sample's columns (positions)."""
         return Z + T
@@ -231,7 +239,7 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
     `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).
     """
     ops = arithmetic
-    Z = X
+    Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
     if arch.positions == "learned":
         Z = ops.shift(Z, blocks["T"])
     rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers
@@ -260,6 +268,8 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             hidden = ops.activate(ops.linear(blocks[f"P_{i}"], Yn), arch.activation)
             out = ops.linear(blocks[f"U_{i}"], hidden)
             Z = ops.add(Z, out) if arch.residual else out
+    if arch.vocab is not None:                              # logits L Z, or E Z when tied
+        Z = ops.linear(blocks["E" if arch.tied else "L"], Z)
     return Z
 
 

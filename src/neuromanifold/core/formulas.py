@@ -215,7 +215,11 @@ def ambient_bound(arch: Architecture) -> int | None:
     column i of the output is sum_j T(z_j, z_j, z_i) for a tensor T in R^{d'} (x) Sym^2(R^d)
     (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
     cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3).
+    With a vocabulary (any network) the inputs are the V^t token sequences and the outputs V x t
+    logits, so the map lies in R^{V^t V t}.
     """
+    if arch.vocab is not None:   # a finite input set: V^t sequences, V t logits each
+        return arch.vocab ** arch.tokens * arch.vocab * arch.tokens
     if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
         return None
     if arch.positions != "none":  # position-dependent (rope) or inhomogeneous (learned): no T
@@ -248,6 +252,7 @@ def block_formula(arch: Architecture) -> FormulaValue:
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
              and arch.norm == "none" and arch.tokens >= 2 and arch.positions == "none"
+             and arch.vocab is None
              and v == min(d, d_out) and (H == 1 or d_out >= 2))
     if not holds:
         return FormulaValue(NO_FORMULA, arch.n_params, False,

@@ -433,8 +433,10 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
     fields.update(more)
     t_upper = time.perf_counter() - t_start
     say(f"upper bound n_params - rank_p(kernel directions) = {upper} ({t_upper:.1f} s)")
-    per_sample = arch.widths[-1] * arch.tokens
+    per_sample = arch.output_width * arch.tokens
     n = samples if samples is not None else max(1, math.ceil(ROW_FACTOR * upper / per_sample) + 1)
+    if arch.n_sequences is not None:  # token ids: at most the V^t distinct sequences
+        n = min(n, arch.n_sequences)
     t_float = 0.0
     for attempt in range(2):
         t0 = time.perf_counter()
@@ -443,9 +445,9 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
         # The upper bound is the only rank that can certify: try it first (with twice the
         # samples if that fails); then fall back to the float rank read by the gap rule.
         ball = prove_rank(J, upper, evaluate, precision=precision, progress=say)
-        if ball.proved or samples is not None or attempt == 1:
+        if ball.proved or samples is not None or attempt == 1 or n == arch.n_sequences:
             break
-        n *= 2
+        n = n * 2 if arch.n_sequences is None else min(2 * n, arch.n_sequences)
         say(f"not proved at rank {upper}; retrying with N = {n} samples")
     if not ball.proved:
         sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))

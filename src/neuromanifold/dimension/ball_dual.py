@@ -43,6 +43,7 @@ from ..symmetries.registry import tangent_rows
 from ..core.parameters import score_factor
 from ..core.positions import rotary_fractions
 from ..core.seeds import seeded_generator
+from ..core.tokens import input_stream
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, to_dyadic, certify_rank,
                    to_residues)
@@ -141,6 +142,13 @@ class BallDual:
     def add(self, A: Dual, B: Dual) -> Dual:
         return Dual(A.x + B.x, _plus(A.dx, B.dx))
 
+    def embed(self, E: Param, X: Dual) -> Dual:
+        """E^T X (one-hot token columns to embeddings), with dE = the unit directions E owns."""
+        dx = np.zeros((self.k, E.x.shape[1], X.x.shape[1]), dtype=object)
+        for j, r, c in E.seeds:
+            dx[j, c] += X.x[r]
+        return Dual(E.x.T @ X.x, dx)
+
     def shift(self, Z: Dual, T: Param) -> Dual:
         """Z + T (learned positions), with dT = the unit directions T owns."""
         dx = np.zeros((self.k,) + Z.x.shape, dtype=object) if Z.dx is None else Z.dx.copy()
@@ -213,7 +221,7 @@ def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: 
                         rows: list[int], cols: list[int]) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n (rows ordered (n, d_l, t) as `block_jacobian`), in arb;
     only the samples that own a chosen row are evaluated."""
-    per_sample = arch.widths[-1] * arch.tokens
+    per_sample = arch.output_width * arch.tokens
     samples = sorted({row // per_sample for row in rows})
     where = {n: m for m, n in enumerate(samples)}
     _, tangents = ball_block_forward(arch, blocks, X[samples], cols)
@@ -231,8 +239,7 @@ def rational_block_point(arch: Architecture, seed: int, n_samples: int
     blocks = {name: to_dyadic(t / c) * c if name[0] in "QK" else to_dyadic(t)
               for name, t in random_block_weights(arch, seed).items()}
     gen = seeded_generator(seed, "certified-inputs")
-    X = to_dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
-                            dtype=torch.float64))
+    X = to_dyadic(input_stream(arch, gen)(n_samples))  # one-hot token ids are exact already
     return blocks, X
 
 

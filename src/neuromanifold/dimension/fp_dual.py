@@ -105,6 +105,10 @@ class FpDual:
         dx = B.dx if A.dx is None else A.dx if B.dx is None else (A.dx + B.dx).remainder(self.p)
         return Dual((A.x + B.x).remainder(self.p), dx)
 
+    def embed(self, E: Dual, X: Dual) -> Dual:
+        """E^T X mod p: one-hot token columns to their embeddings."""
+        return _mm(_t(E), X, self.p)
+
     def shift(self, Z: Dual, T: Dual) -> Dual:
         """Z + T for a parameter block T (d x t) added to every sample (learned positions)."""
         return self.add(Z, T)

@@ -23,6 +23,7 @@ from ..core.formulas import ambient_bound, block_formula, effective_width, expec
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
+from ..core.tokens import input_stream
 from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
                      NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
@@ -94,12 +95,14 @@ def _check_memory(arch: Architecture, samples, max_memory, device, backend: str 
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
     """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
-    return first_target(upper_bound, arch.tokens * arch.widths[-1])
+    return first_target(upper_bound, arch.tokens * arch.output_width)
 
 
 def min_samples_required(arch: Architecture) -> int:
-    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count."""
-    return math.ceil(arch.n_params / (arch.tokens * arch.widths[-1]))
+    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count
+    (V for d_l with logits), and at most V^t, the inputs a vocabulary allows."""
+    floor = math.ceil(arch.n_params / (arch.tokens * arch.output_width))
+    return floor if arch.n_sequences is None else min(floor, arch.n_sequences)
 
 
 def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
@@ -130,6 +133,9 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     seed = check_seed(seed)
     backend = check_backend(backend, scheduler)
     route = check_choice("route", route, ROUTES)
+    if backend == "dask" and arch.vocab is not None:
+        raise bad_value("backend", "'local' with a vocabulary (token-id inputs)", backend,
+                        "Drop --backend dask.")
     if backend == "dask" and route == "eliminate":
         raise bad_value("route", "'auto' or 'full' with the dask backend", route,
                         "The elimination runs in this process; use backend 'local'.")
@@ -139,6 +145,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
+        if arch.n_sequences is not None and samples > arch.n_sequences:
+            raise bad_value("samples", f"at most V^t = {arch.n_sequences} (the distinct token "
+                            f"sequences of {arch})", samples,
+                            f"Pass --samples {arch.n_sequences} or fewer, or leave it out.")
         if samples < floor:
             raise bad_value(
                 "samples", f"at least {floor} for {arch} (N t d_l >= n_params = {arch.n_params})",
@@ -350,7 +360,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     n_cols = symmetry_upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rules = NetworkRules.of(arch, getattr(source, "ambient", None), symmetry_upper)
     upper = rules.upper
-    rows_per_sample = arch.tokens * arch.widths[-1]
+    rows_per_sample = arch.tokens * arch.output_width
     first = first_target(upper, rows_per_sample, least=rules.least_first)
     block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
     elim = getattr(source, "eliminated", None)
@@ -365,7 +375,9 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target = max(first, min_samples or 0)
     if max_samples is None:
         max_samples = default_max_samples(target)
-    gen = seeded_generator(seed, "inputs")
+    if arch.n_sequences is not None and samples is None and arch.n_sequences <= max_samples:
+        target = arch.n_sequences  # few enough token sequences: the rank over all of them
+    draw = input_stream(arch, seeded_generator(seed, "inputs"))
 
     state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
     # The sources' point, for the saturation test (NOTE: [saturated softmax]); softmax only.
@@ -377,8 +389,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         state["n"] = n_target
         while n_done < n_target:
             n_new = min(block, n_target - n_done)
-            X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
-                            dtype=torch.float64).to(dev)
+            X = draw(n_new).to(dev)
             if probe is not None:
                 record = []
                 with torch.no_grad():
@@ -420,7 +431,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
         fixed=samples is not None, next_target=grow_by_half,
         clear=clear, max_samples=max_samples,
-        max_seconds=max_seconds, min_batch=rules.min_batch, say=say)
+        max_seconds=max_seconds, min_batch=rules.min_batch, finite=arch.n_sequences, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
     t_rank, leak = state["rank"], source.leak
     if source.backend is None:
@@ -436,6 +447,8 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         doubts=[input_doubt, saturation_note(state["saturation"], rank, upper)],
         bound_name=rules.bound_name, piecewise=rules.piecewise)
     notes = [source.note()] + rules.notes + verdict_notes
+    if draw.tokens is not None:
+        notes.append(draw.tokens.note())
     message = unsettled_message(str(arch), rank, status, notes)
     if message:
         warnings.warn(message, AmbiguousRankWarning, stacklevel=2)

@@ -612,3 +612,108 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
 def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
     """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
     return blocks[f"n_{i}" if readers == [f"P_{i}"] else f"g_{i + 1}"][:, 0]
+
+
+# NOTE: [Stream basis changes with embeddings]
+# With a vocabulary and no norm, the stream the embedding writes (Z_0 = E^T X (+ T)) and the
+# one the logits read (L Z_l, or E Z_l tied) are read and written only by linear maps, so a
+# basis change of the stream there is invisible:
+#   untied, no residual: Z_0 -> G Z_0 (E -> E G^T, T -> G T, layer 1's readers R -> R G^-1),
+#     and Z_l -> H Z_l (layer l's last writers W -> H W, L -> L H^-1): GL(d_0) x GL(d_l);
+#   tied, no residual (d_0 = d_l): E -> E M, T -> M^T T, layer 1's readers R -> R M^-T, layer l's last
+#     writers W -> M^-1 W: E M (M^-1 Z_l) = E Z_l, R M^-T (M^T E^T X) = R E^T X: GL(d);
+#   residual, untied: the whole stream Z -> G Z: every writer (E -> E G^T, T, the heads' value
+#     outputs, U) times G, every reader (Q, K, the value inputs, P, L) times G^-1 (Z + f(Z) ->
+#     G Z + G f(Z) as f reads through R G^-1 and writes through G): GL(d);
+#   residual, tied: the same with L = E, so E G^T G Z_l = E Z_l needs G orthogonal: O(d).
+# The tangents at G = I + e Y (Y = E_rs, or E_rs - E_sr for O(d)) are linear in the weights.
+
+def stream_basis_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                          put) -> None:
+    """Basis changes of the stream at the embedding and the logits (NOTE: [Stream basis changes
+    with embeddings]): GL(d_0) x GL(d_l), GL(d) or O(d)."""
+    l = arch.n_layers
+    first_readers = _consumers(arch, blocks, 1)
+    last_writers = ([f"U_{l}"] if arch.mlp_widths[l - 1] > 0 else
+                    [_value_names(blocks, l, h)[1] for h in range(1, arch.head_counts[l - 1] + 1)])
+    inputs = ["T"] if "T" in blocks else []
+    d0, dl = arch.widths[0], arch.widths[-1]
+    if arch.tied and not arch.residual:
+        for r in range(d0):
+            for s in range(d0):
+                put(_tied_change(blocks, zero, first_readers, last_writers, r, s, ops))
+        return
+    if arch.residual:
+        readers, writers = [], list(inputs)
+        for i in range(1, l + 1):
+            readers += _consumers(arch, blocks, i)
+            writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+            if arch.mlp_widths[i - 1] > 0:
+                readers.append(f"P_{i}")
+                writers.append(f"U_{i}")
+        readers += [] if arch.tied else ["L"]
+        groups = [(d0, (writers, readers, ["E"]))]
+    else:
+        groups = [(d0, (inputs, first_readers, ["E"])), (dl, (last_writers, ["L"], []))]
+    for size, group in groups:
+        for r in range(size):
+            for s in range(size):
+                if not arch.tied:
+                    put(_unit_change(blocks, zero, group, r, s, ops))
+                elif r < s:   # tied with a residual: O(d), Y = E_rs - E_sr
+                    one = _unit_change(blocks, zero, group, r, s, ops)
+                    other = _unit_change(blocks, zero, group, s, r, ops)
+                    put({k: ops.add(one[k], ops.neg(other[k])) for k in one})
+
+
+def _accumulator(parts: dict, ops: TangentOps):
+    """put(name, d): add direction d to parts[name] (a block both read and written sums both)."""
+    def plus(name: str, d: torch.Tensor) -> None:
+        parts[name] = d if name not in parts else ops.add(parts[name], d)
+    return plus
+
+
+def _unit_change(blocks: dict, zero: dict, group, r: int, s: int, ops: TangentOps) -> dict:
+    """G = I + e E_rs on a stream: writers dW = E_rs W (row r is row s), readers
+    dR = -R E_rs (column s is -column r), embeddings (written through E^T) dE = E E_sr."""
+    writers, readers, embeddings = group
+    parts: dict = {}
+    plus = _accumulator(parts, ops)
+    for name in writers:
+        d = zero[name].clone()
+        d[r] = blocks[name][s]
+        plus(name, d)
+    for name in readers:
+        d = zero[name].clone()
+        d[:, s] = ops.neg(blocks[name][:, r])
+        plus(name, d)
+    for name in embeddings:
+        d = zero[name].clone()
+        d[:, r] = blocks[name][:, s]
+        plus(name, d)
+    return parts
+
+
+def _tied_change(blocks: dict, zero: dict, readers: list[str],
+                 writers: list[str], r: int, s: int, ops: TangentOps) -> dict:
+    """Tied, no residual: M = I + e E_rs: dE = E E_rs (column s is column r), positions
+    dT = E_sr T, layer 1's readers dR = -R E_sr (column r is -column s), layer l's last
+    writers dW = -E_rs W."""
+    parts: dict = {}
+    plus = _accumulator(parts, ops)
+    d = zero["E"].clone()
+    d[:, s] = blocks["E"][:, r]
+    plus("E", d)
+    if "T" in blocks:             # Z_0 = E^T X + T -> M^T Z_0: dT = E_sr T (row s is row r)
+        d = zero["T"].clone()
+        d[s] = blocks["T"][r]
+        plus("T", d)
+    for name in readers:
+        d = zero[name].clone()
+        d[:, r] = ops.neg(blocks[name][:, s])
+        plus(name, d)
+    for name in writers:
+        d = zero[name].clone()
+        d[r] = ops.neg(blocks[name][s])
+        plus(name, d)
+    return parts

@@ -29,6 +29,7 @@ from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
 _POSITIONS = "docs/decoder_features.md#positions"
+_EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,12 @@ def _value_gl_count(arch: Architecture) -> int | None:
     return sum(H * v * v for H, v in zip(arch.head_counts, arch.values))
 
 
+def _stream_basis_count(arch: Architecture) -> int | None:
+    """None: the group acts freely only where the stream's writers and readers have full rank
+    (V >= d_0 among them); the rank is measured, not proved, for every size."""
+    return None
+
+
 FAMILIES: tuple[Family, ...] = (
     # The paper's model (docs/math/deep.md, docs/hidden_directions.md).
     Family("key GL(a_i) (Lemma 3.1)", True, lambda a: not a.is_block,
@@ -134,6 +141,10 @@ FAMILIES: tuple[Family, ...] = (
            at_layer=lambda a, i: (a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
                                   and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing"),
+    # Embeddings and logits, no norm: the stream's basis at the ends (decoder features).
+    Family("stream basis at the embedding and logits", False,
+           lambda a: a.vocab is not None and a.norm == "none", _EMBEDDINGS,
+           build=c.stream_basis_tangents, generic_count=_stream_basis_count),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
