@@ -28,6 +28,7 @@ from neuromanifold.dimension.api import neuromanifold_dim
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
 BEGIN, END = "<!-- embed_table: begin -->", "<!-- embed_table: end -->"
 VOCAB_BEGIN, VOCAB_END = "<!-- embed_vocab_table: begin -->", "<!-- embed_vocab_table: end -->"
+NORM_BEGIN, NORM_END = "<!-- embed_norm_table: begin -->", "<!-- embed_norm_table: end -->"
 
 # (name, keyword arguments of Architecture), each computed with lightning and softmax attention.
 POSITION_NETWORKS = [
@@ -65,8 +66,29 @@ VOCAB_NETWORKS = [
     ("mini GPT-2-like (learned, residual, MLP, tied)",
      dict(widths=(4, 4), keys=2, tokens=2, heads=2, residual=True, mlp=3, positions="learned",
           vocab=6, tied=True)),
-    ("rmsnorm, residual, untied (no stream family)",
+    ("rmsnorm, residual, untied, no final norm",
      dict(widths=(3, 3), keys=3, tokens=2, vocab=5, residual=True, norm="rmsnorm")),
+]
+
+# QK-norm, final norms and parallel blocks, each with lightning and softmax.
+NORM_NETWORKS = [
+    ("rmsnorm, no QK-norm", dict(widths=(4, 4), keys=4, tokens=2, norm="rmsnorm")),
+    ("rmsnorm + QK-norm", dict(widths=(4, 4), keys=4, tokens=2, norm="rmsnorm", qk_norm=True)),
+    ("rmsnorm + QK-norm + rope (1 pair)", dict(widths=(4, 4), keys=4, tokens=2, norm="rmsnorm",
+                                               qk_norm=True, positions="rope", rope_pairs=1)),
+    ("rmsnorm + final norm", dict(widths=(4, 4), keys=4, tokens=2, norm="rmsnorm",
+                                  final_norm=True)),
+    ("residual, rmsnorm, V = 5, tied", dict(widths=(3, 3), keys=3, tokens=2, norm="rmsnorm",
+                                            residual=True, vocab=5, tied=True)),
+    ("residual, rmsnorm, V = 5, tied + final norm",
+     dict(widths=(3, 3), keys=3, tokens=2, norm="rmsnorm", residual=True, vocab=5, tied=True,
+          final_norm=True)),
+    ("residual, MLP, sequential", dict(widths=(4, 4), keys=4, tokens=2, residual=True, mlp=2)),
+    ("residual, MLP, parallel", dict(widths=(4, 4), keys=4, tokens=2, residual=True, mlp=2,
+                                     parallel=True)),
+    ("mini Falcon-like (parallel, layernorm, rope, 2 heads)",
+     dict(widths=(4, 4), keys=2, tokens=2, heads=2, residual=True, mlp=2, parallel=True,
+          norm="layernorm", positions="rope")),
 ]
 
 # Networks on which the float64 rank is compared under the rational angles and base 10000.
@@ -109,6 +131,11 @@ def _rows(networks, sequences: bool) -> list[str]:
 def positions_table() -> list[str]:
     """Parameters, dimension, status and symmetry families of each position network."""
     return _rows(POSITION_NETWORKS, False)
+
+
+def norm_table() -> list[str]:
+    """Parameters, dimension, status and families with QK-norm, final norms, parallel blocks."""
+    return _rows(NORM_NETWORKS, False)
 
 
 def vocab_table() -> list[str]:
@@ -180,6 +207,13 @@ def vocab_tables() -> str:
                       "method='certified')`, seed 0):", "", *vocab_table()])
 
 
+def norm_tables() -> str:
+    """The table of the QK-norm, final norm and parallel section, as Markdown."""
+    return "\n".join(["**Dimensions with QK-norm, final norms and parallel blocks** "
+                      "(`neuromanifold_dim(arch, method='certified')`, seed 0):", "",
+                      *norm_table()])
+
+
 def write(text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the block between the markers `begin` and `end` of the page."""
     page = PAGE.read_text()
@@ -194,8 +228,9 @@ def page_block(begin: str = BEGIN, end: str = END) -> str:
 
 
 if __name__ == "__main__":
-    out, vocab = tables(), vocab_tables()
+    out, vocab, norms = tables(), vocab_tables(), norm_tables()
     if "--write" in sys.argv[1:]:
         write(out)
         write(vocab, VOCAB_BEGIN, VOCAB_END)
-    print(out + "\n\n" + vocab)
+        write(norms, NORM_BEGIN, NORM_END)
+    print(out + "\n\n" + vocab + "\n\n" + norms)

@@ -102,6 +102,7 @@ def test_existing_draws_stay_bit_identical():
     Architecture((4, 4), 3, 3, heads=2, residual=True, mlp=3, positions="learned"),
     Architecture((3, 3), 2, 2, vocab=4, positions="learned"),
     Architecture((3, 3), 2, 3, vocab=4, tied=True, residual=True, mlp=2, positions="rope"),
+    Architecture((3, 3), 2, 2, heads=2, residual=True, mlp=2, parallel=True, positions="rope"),
 ])
 def test_one_map_in_four_arithmetics_agrees_with_positions(arch):
     """block_forward with rotary or learned positions, embeddings and logits: exact Fractions,
@@ -186,6 +187,7 @@ def test_docs_tables_are_recomputed():
     spec.loader.exec_module(table)
     assert table.tables() == table.page_block()
     assert table.vocab_tables() == table.page_block(table.VOCAB_BEGIN, table.VOCAB_END)
+    assert table.norm_tables() == table.page_block(table.NORM_BEGIN, table.NORM_END)
 
 
 @pytest.mark.parametrize("kwargs, says", [
@@ -247,3 +249,111 @@ def test_small_vocabulary_is_a_measured_lower_bound_and_says_so():
     assert any("small vocabulary" in n for n in r.notes)
     with pytest.raises(InputError, match="at most V"):
         _quiet(Architecture((3, 3), 3, 2, vocab=3), "numerical", samples=10)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(qk_norm=True), "`qk_norm` must be used with a norm kind"),
+    (dict(final_norm=True), "`final_norm` must be used with a norm kind"),
+    (dict(parallel=True, residual=True), "`parallel` must be used with residual paths and an MLP"),
+    (dict(parallel=True, mlp=2), "`parallel` must be used with residual paths and an MLP"),
+])
+def test_bad_norm_and_parallel_options_are_one_line_errors(kwargs, says):
+    with pytest.raises(InputError, match=says) as err:
+        Architecture((3, 3), 2, 2, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_norm_blocks_layout_and_gains():
+    """qn/kn follow Q/K, f follows the last layer and precedes L; all three are gains near 1."""
+    arch = Architecture((3, 3), 2, 2, heads=2, norm="rmsnorm", qk_norm=True, final_norm=True,
+                        vocab=4)
+    names = [n for n, _, _ in block_layout(arch)]
+    assert names[:6] == ["E", "g_1", "Q_1_1", "qn_1_1", "K_1_1", "kn_1_1"]
+    assert names[-2:] == ["f", "L"] and dict((n, s) for n, s, _ in block_layout(arch))["f"] == (3, 1)
+    w = random_block_weights(arch, 0)
+    assert all(float((w[n] - 1).abs().max()) < 1.5 for n in names if n[0] in "qkf")
+    assert str(arch).endswith("qk_norm final_norm") and eval(repr(arch)) == arch  # noqa: S307
+
+
+def test_parallel_block_is_z_plus_attention_plus_mlp():
+    """A parallel layer is Z + att(Z) + mlp(Z), the MLP reading the layer's input."""
+    par = Architecture((3, 3), 2, 2, residual=True, mlp=2, parallel=True)
+    att = Architecture((3, 3), 2, 2, residual=True)
+    w = random_block_weights(par, 1)
+    X = torch.randn(2, 3, 2, dtype=torch.float64)
+    mlp = w["U_1"] @ (w["P_1"] @ X) ** 2
+    attention = block_forward(att, {k: w[k] for k in ("Q_1_1", "K_1_1", "V_1_1")}, X)
+    assert torch.allclose(block_forward(par, w, X), attention + mlp, atol=1e-12)
+
+
+def test_qk_norm_float_rank_below_the_bound_is_never_settled():
+    """QK-norm: only eps breaks scaling a head's queries, so the float rank (50) misses
+    directions the balls prove (52 = the bound): numerical says ambiguous, certified proves."""
+    arch = Architecture((4, 4), 4, 2, "softmax", norm="rmsnorm", qk_norm=True)
+    numerical, certified = _quiet(arch, "numerical"), _quiet(arch, "certified")
+    assert (numerical.dimension, numerical.status) == (50, "ambiguous")
+    assert any("QK-norm" in n for n in numerical.notes)
+    assert (certified.dimension, certified.status) == (52, "certified")
+    assert certified.symmetries["QK-norm gain balance"] == 4 == family("QK-norm gain balance").count(arch)
+    assert certified.symmetries["per-head GL(a) on (Q, K)"] == 0
+
+
+def test_parallel_exact_equals_numerical_and_one_token_basis_changes_are_left_out():
+    arch = Architecture((4, 4), 4, 2, residual=True, mlp=2, parallel=True)
+    assert _quiet(arch, "numerical").dimension == _quiet(arch, "certified").dimension == 45
+    one_token = Architecture((3, 3, 3), 2, 1, "softmax", residual=True, mlp=2, parallel=True)
+    r = _quiet(one_token, "certified")
+    assert r.symmetries["one-token basis changes"] == 0 and r.status in ("certified", "lower-bound")
+    assert r.dimension <= r.upper_bound
+
+
+KERNEL_ARCHS = [
+    Architecture((4, 4, 4), (4, 2), 3, heads=(2, 1), positions="rope", rope_pairs=(1, 1)),
+    Architecture((3, 3), 3, 2, vocab=4, positions="learned"),
+    Architecture((3, 3, 3), 2, 2, vocab=4, tied=True, positions="learned", mlp=(2, 0)),
+    Architecture((3, 3), 3, 2, "softmax", vocab=4, residual=True, mlp=2, values=2),
+    Architecture((3, 3), 3, 2, vocab=4, tied=True, residual=True, heads=2),
+    Architecture((4, 4), 4, 2, "softmax", norm="rmsnorm", qk_norm=True, positions="rope",
+                 rope_pairs=1, heads=2),
+    Architecture((3, 3), 3, 2, norm="rmsnorm", residual=True, vocab=4, final_norm=True, mlp=2,
+                 parallel=True),
+    Architecture((3, 3), 3, 2, "softmax", norm="layernorm", residual=True, vocab=4, tied=True,
+                 final_norm=True, mlp=2, positions="learned"),
+    Architecture((3, 3), 3, 2, norm="layernorm", residual=True, vocab=4, final_norm=True,
+                 positions="rope"),
+    Architecture((3, 3, 3), 3, 2, norm="layernorm", vocab=4, final_norm=True),
+]
+
+
+@pytest.mark.parametrize("arch", KERNEL_ARCHS, ids=str)
+def test_every_family_tangent_is_in_the_jacobian_kernel(arch):
+    """The registry's tangents (new families included) are kernel vectors of the float Jacobian
+    at a random point of networks with the new features (the soundness of every upper bound)."""
+    from neuromanifold.core.blocks import flatten_blocks
+    from neuromanifold.core.tokens import input_stream
+    from neuromanifold.dimension.jacobians import block_jacobian
+    from neuromanifold.symmetries.registry import tangent_rows
+
+    blocks = random_block_weights(arch, 2)
+    X = input_stream(arch, torch.Generator().manual_seed(3))(6)
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    T, counts = tangent_rows(arch, blocks)
+    assert T.shape[0] > 0
+    image = (J @ T.T).abs().max() / (J.abs().max() * max(1.0, float(T.abs().max())))
+    assert float(image) < 1e-10, counts
+
+
+def test_stream_families_behind_norms_certify():
+    """Stream rotations (O(3)) close the tied rmsnorm bound; stream shifts close a layernorm one;
+    a final norm with tied logits leaves the rotations out."""
+    tied = _quiet(Architecture((3, 3), 3, 2, norm="rmsnorm", residual=True, vocab=5, tied=True),
+                  "certified")
+    assert (tied.dimension, tied.status) == (29, "certified")
+    assert tied.symmetries["stream rotations behind norms"] == 3
+    final = _quiet(Architecture((3, 3), 3, 2, norm="rmsnorm", residual=True, vocab=5, tied=True,
+                                final_norm=True), "certified")
+    assert final.symmetries["stream rotations behind norms"] == 0 and final.status == "certified"
+    shifts = _quiet(Architecture((3, 3), 3, 2, norm="layernorm", residual=True, mlp=2,
+                                 final_norm=True), "certified")
+    assert (shifts.dimension, shifts.status) == (16, "certified")
+    assert shifts.symmetries["stream shifts behind layernorm"] > 0

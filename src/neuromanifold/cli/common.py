@@ -64,7 +64,8 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
                              mlp: str | None = None, activation: str = "square",
                              norm: str = "none", positions: str = "none",
                              rope_pairs: str | None = None, vocab: int | None = None,
-                             tied: bool = False) -> Architecture:
+                             tied: bool = False, qk_norm: bool = False, final_norm: bool = False,
+                             parallel: bool = False) -> Architecture:
     """An Architecture with the transformer-block options, from CLI strings."""
     return Architecture(
         parse_int_list("widths", widths, "5,3,3,5"), parse_per_layer("keys", keys, "2,2,2"), tokens,
@@ -74,7 +75,7 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
         residual=residual, mlp=None if mlp is None else parse_per_layer("mlp", mlp, "3,3"),
         activation=activation.lower(), norm=norm.lower(), positions=positions.lower(),
         rope_pairs=None if rope_pairs is None else parse_per_layer("rope-pairs", rope_pairs, "1,1"),
-        vocab=vocab, tied=tied)
+        vocab=vocab, tied=tied, qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
 
 
 def check_output_files(paths: list[Path], force: bool) -> None:

@@ -47,6 +47,12 @@ def dim(
                                         "per token (a finite input set of V^t sequences)."),
     tied: bool = typer.Option(False, "--tied", help="With --vocab: logits by the embedding's "
                               "transpose E (needs d_l = d_0) instead of an untied L."),
+    qk_norm: bool = typer.Option(False, "--qk-norm", help="Normalise each head's queries and "
+                                 "keys (the --norm kind, with gains) before the scores."),
+    final_norm: bool = typer.Option(False, "--final-norm", help="A norm (the --norm kind, with "
+                                    "a gain) after the last layer, before the logits."),
+    parallel: bool = typer.Option(False, "--parallel", help="Parallel blocks Z + att(Z) + mlp(Z) "
+                                  "(GPT-J, GPT-NeoX, Falcon); needs --residual and --mlp."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -87,7 +93,7 @@ def dim(
                          samples=samples, prime=prime, precision=precision, heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
                          norm=norm, positions=positions, rope_pairs=rope_pairs, vocab=vocab,
-                         tied=tied)
+                         tied=tied, qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
         try:
             with time_limit(timeout):
                 return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
@@ -103,7 +109,8 @@ def dim(
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,
                                     values=values, residual=residual, mlp=mlp,
                                     activation=activation, norm=norm, positions=positions,
-                                    rope_pairs=rope_pairs, vocab=vocab, tied=tied)
+                                    rope_pairs=rope_pairs, vocab=vocab, tied=tied,
+                                    qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

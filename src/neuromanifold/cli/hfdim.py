@@ -35,7 +35,8 @@ def parse_shrink(text: Optional[str]) -> dict:
 NOT_WITH_HF = {"method": "auto", "attention": "lightning", "temperature": 1.0, "samples": None,
                "prime": None, "precision": None, "heads": None, "values": None, "residual": False,
                "mlp": None, "activation": "square", "norm": "none", "positions": "none",
-               "rope_pairs": None, "vocab": None, "tied": False}
+               "rope_pairs": None, "vocab": None, "tied": False, "qk_norm": False,
+               "final_norm": False, "parallel": False}
 
 
 def check_hf_options(**given) -> None:

@@ -62,6 +62,9 @@ class Architecture:
     rope_pairs: tuple[int, ...] | None = None
     vocab: int | None = None
     tied: bool = False
+    qk_norm: bool = False
+    final_norm: bool = False
+    parallel: bool = False
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -159,6 +162,20 @@ class Architecture:
                             f"tied with widths {list(self.widths)}",
                             "Use equal first and last widths, or drop --tied.")
 
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad_value(name, "True or False", getattr(self, name),
+                                f"Pass {name}=True or False.")
+        for name in ("qk_norm", "final_norm"):
+            if getattr(self, name) and self.norm == "none":
+                raise bad_value(name, "used with a norm kind (--norm layernorm or rmsnorm), which "
+                                "it applies", f"{name} with norm 'none'",
+                                "Add --norm rmsnorm (or layernorm).")
+        if self.parallel and not (self.residual and self.mlp is not None):
+            raise bad_value("parallel", "used with residual paths and an MLP (Z + att(Z) + mlp(Z))",
+                            f"parallel with residual={self.residual}, mlp={self.mlp}",
+                            "Add --residual and --mlp m, or drop --parallel.")
+
     @property
     def input_width(self) -> int:
         """The rows of one input sequence: V (one-hot token ids) with a vocabulary, else d_0."""
@@ -187,7 +204,7 @@ class Architecture:
         """True when any transformer-block option departs from the paper's single-head model."""
         return (self.heads is not None or self.values is not None or self.residual
                 or self.mlp is not None or self.norm != "none" or self.positions != "none"
-                or self.vocab is not None)
+                or self.vocab is not None or self.qk_norm or self.final_norm or self.parallel)
 
     @property
     def head_counts(self) -> tuple[int, ...]:
@@ -281,6 +298,9 @@ class Architecture:
             out["vocab"] = self.vocab
         if self.tied:
             out["tied"] = True
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if getattr(self, name):
+                out[name] = True
         return out
 
     def __repr__(self) -> str:
@@ -290,7 +310,8 @@ class Architecture:
         for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
                               ("values", None), ("residual", False), ("mlp", None),
                               ("activation", "square"), ("norm", "none"), ("positions", "none"),
-                              ("rope_pairs", None), ("vocab", None), ("tied", False)):
+                              ("rope_pairs", None), ("vocab", None), ("tied", False),
+                              ("qk_norm", False), ("final_norm", False), ("parallel", False)):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -325,6 +346,9 @@ class Architecture:
             text += f" rope_pairs={','.join(map(str, self.rope_pairs))}"
         if self.vocab is not None:
             text += f" vocab={self.vocab}" + (" tied" if self.tied else "")
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if getattr(self, name):
+                text += f" {name}"
         return text
 
 
@@ -356,7 +380,11 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
             add(f"g_{i}", (d_in, 1))
         for h in range(1, arch.head_counts[i - 1] + 1):
             add(f"Q_{i}_{h}", (a, d_in))
+            if arch.qk_norm:
+                add(f"qn_{i}_{h}", (a, 1))
             add(f"K_{i}_{h}", (a, d_in))
+            if arch.qk_norm:
+                add(f"kn_{i}_{h}", (a, 1))
             if arch.values is None:
                 add(f"V_{i}_{h}", (d_out, d_in))
             else:
@@ -368,6 +396,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                 add(f"n_{i}", (d_out, 1))
             add(f"P_{i}", (m, d_out))
             add(f"U_{i}", (d_out, m))
+    if arch.final_norm:
+        add("f", (arch.widths[-1], 1))
     if arch.vocab is not None and not arch.tied:
         add("L", (arch.vocab, arch.widths[-1]))
     return layout

@@ -18,7 +18,10 @@ Decoder features (docs/decoder_features.md): with a vocabulary the input X (...,
 one-hot token columns, embedded as E^T X (E: V x d_0, first of all blocks), and the output is
 the logits L Z (L: V x d_l, the last block) or E Z when tied; learned positions add T (d_0 x t, first of all
 blocks) to the input; rotary positions rotate the first R_i coordinate pairs of each head's
-queries and keys, token i by R^i (`core.positions`), before the scores.
+queries and keys, token i by R^i (`core.positions`), before the scores; QK-norm normalises each
+head's queries and keys (gains qn_i_h, kn_i_h) before that; a final norm (gain f) acts after
+the last layer, before the logits; parallel blocks feed the MLP the layer's input:
+Z + att(Z) + mlp(Z).
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
 never with fused kernels, so forward- and reverse-mode autodiff both apply.
 """
@@ -104,7 +107,7 @@ def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtyp
     for name, shape, _ in block_layout(arch):
         layer = int(name.split("_")[1]) if "_" in name else 0
         sample = torch.randn(shape, generator=gen, dtype=torch.float64) * _scale(name, shape, arch, layer)
-        if name[0] in "gn":
+        if name[0] in "gn" or name.startswith(("qn_", "kn_")) or name == "f":
             sample = sample + 1.0
         out[name] = sample.to(dtype=dtype, device=device)
     return out
@@ -249,6 +252,9 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         for h in range(1, arch.head_counts[i - 1] + 1):
             q = ops.linear(blocks[f"Q_{i}_{h}"], Zn)
             k = ops.linear(blocks[f"K_{i}_{h}"], Zn)
+            if arch.qk_norm:                                # QK-norm, before the rotations
+                q = ops.norm(q, blocks[f"qn_{i}_{h}"], arch.norm)
+                k = ops.norm(k, blocks[f"kn_{i}_{h}"], arch.norm)
             if rotated[i - 1]:                              # rotary positions
                 q, k = ops.rotate(q, rotated[i - 1]), ops.rotate(k, rotated[i - 1])
             scores = ops.scores(q, k)                       # scores_ji = z_j^T Q^T K z_i
@@ -262,12 +268,15 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
                 values = ops.linear(blocks[f"O_{i}_{h}"], ops.linear(blocks[f"W_{i}_{h}"], Zn))
             head = ops.mix(values, scores)
             out = head if out is None else ops.add(out, head)
-        Z = ops.add(Z, out) if arch.residual else out
+        Z_in, Z = Z, (ops.add(Z, out) if arch.residual else out)
         if arch.mlp_widths[i - 1] > 0:
-            Yn = ops.norm(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
+            Y = Z_in if arch.parallel else Z               # parallel: the MLP reads the input too
+            Yn = ops.norm(Y, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Y
             hidden = ops.activate(ops.linear(blocks[f"P_{i}"], Yn), arch.activation)
             out = ops.linear(blocks[f"U_{i}"], hidden)
             Z = ops.add(Z, out) if arch.residual else out
+    if arch.final_norm:
+        Z = ops.norm(Z, blocks["f"], arch.norm)
     if arch.vocab is not None:                              # logits L Z, or E Z when tied
         Z = ops.linear(blocks["E" if arch.tied else "L"], Z)
     return Z

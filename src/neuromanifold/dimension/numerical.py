@@ -351,6 +351,18 @@ class NetworkRules:
         return {"formula": formula, "conjecture": formula}
 
 
+def eps_doubt(arch: Architecture, rank: int, upper: int) -> str | None:
+    """A doubt on a float rank below the bound where only the norm's eps breaks a scaling: with
+    QK-norm, q -> c q changes N(q) = q / sqrt(mean q^2 + eps) by O(eps / mean q^2) only, so the
+    Jacobian has singular values of that size that the gap rule may read as zero (measured:
+    50 read with a 5.6-decade gap where balls prove 52; docs/decoder_features.md)."""
+    if not arch.qk_norm or rank >= upper:
+        return None
+    return ("QK-norm: scaling a head's queries or keys changes the map only through the norm's "
+            "eps, so the float64 rank can miss those directions below the upper bound; use "
+            "--method certified")
+
+
 def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, min_samples,
                    max_samples, max_seconds, say: Progress, t_start: float) -> DimensionResult:
     """Grow N over the rows of `source` until the rank settles; the result of `numerical_dim`."""
@@ -444,7 +456,8 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         input_doubt = "last layer's input matrix: " + state["input"].ambiguity_note(min_gap)
     status, verdict_notes = numerical_verdict(
         nr, rank, upper, min_gap, grown.reason, grown.detail, n_samples=n_done, leak=leak,
-        doubts=[input_doubt, saturation_note(state["saturation"], rank, upper)],
+        doubts=[input_doubt, saturation_note(state["saturation"], rank, upper),
+                eps_doubt(arch, rank, upper)],
         bound_name=rules.bound_name, piecewise=rules.piecewise)
     notes = [source.note()] + rules.notes + verdict_notes
     if draw.tokens is not None:

@@ -717,3 +717,99 @@ def _tied_change(blocks: dict, zero: dict, readers: list[str],
         d[r] = ops.neg(blocks[name][s])
         plus(name, d)
     return parts
+
+
+def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                     put) -> None:
+    """QK-norm gain balance: qn -> c qn, kn -> kn / c on one unrotated coordinate, or on both
+    coordinates of a rotated pair (a scalar on a pair commutes with its rotations): the score
+    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention."""
+    pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    a = arch.keys[i - 1]
+    groups = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        qn, kn = f"qn_{i}_{h}", f"kn_{i}_{h}"
+        for group in groups:
+            dq, dk = zero[qn].clone(), zero[kn].clone()
+            for c in group:
+                dq[c] = blocks[qn][c]
+                dk[c] = ops.neg(blocks[kn][c])
+            put({qn: dq, kn: dk})
+
+
+def final_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict, put) -> None:
+    """Final norm gain (untied logits): f_k -> c f_k, column k of L / c, as L reads f * N(Z)
+    only; with layernorm also L + x (1/f)^T (N(Z) has zero mean), as family 9."""
+    for k in range(blocks["f"].shape[0]):
+        df, dL = zero["f"].clone(), zero["L"].clone()
+        df[k] = blocks["f"][k]
+        dL[:, k] = ops.neg(blocks["L"][:, k])
+        put({"f": df, "L": dL})
+    if arch.norm == "layernorm":
+        _mean_directions(blocks, "f", ["L"], ops, put)
+
+
+def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                             put) -> None:
+    """Orthogonal changes G of a residual stream behind norms, with embeddings: rmsnorm(G Z) =
+    G rmsnorm(Z) (layernorm too when G 1 = 1), so a reader R of D N(Z) (D = diag(gain)) becomes
+    R D G^-1 D^-1, every writer (E -> E G^T, T, the heads' value outputs, U) G times itself, and
+    the logits L -> L G^-1 (L F G^-1 F^-1 behind a final norm; tied: E G^T G = E, needing no
+    final norm). Tangents at G = I + e X, X antisymmetric (X 1 = 0 for layernorm)."""
+    d = arch.widths[0]
+    readers, writers = [], ["T"] if "T" in blocks else []
+    for i in range(1, arch.n_layers + 1):
+        readers += [(name, f"g_{i}") for name in _consumers(arch, blocks, i)]
+        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+        if arch.mlp_widths[i - 1] > 0:
+            readers.append((f"P_{i}", f"n_{i}"))
+            writers.append(f"U_{i}")
+    if not arch.tied:
+        readers.append(("L", "f" if arch.final_norm else None))
+    sample = blocks["E"]
+    if arch.norm == "layernorm":   # a basis of the complement of 1: e_r - e_{d-1}
+        eye = torch.eye(d, dtype=torch.int64)
+        basis = [eye[r] - eye[d - 1] for r in range(d - 1)]
+    else:
+        basis = list(torch.eye(d, dtype=torch.int64))
+    conjugators = {}
+    for _, gain in readers:
+        if gain is not None and gain not in conjugators:
+            g = torch.diag(blocks[gain][:, 0])
+            conjugators[gain] = (g, ops.inv(g))
+    for a in range(len(basis)):
+        for b in range(a + 1, len(basis)):
+            E = torch.outer(basis[a], basis[b]) - torch.outer(basis[b], basis[a])
+            X = (E > 0).to(sample.dtype) + ops.neg((E < 0).to(sample.dtype))
+            parts: dict = {}
+            plus = _accumulator(parts, ops)
+            for name in writers:
+                plus(name, ops.mm(X, blocks[name]))
+            plus("E", ops.neg(ops.mm(blocks["E"], X)))          # E X^T = -E X
+            for name, gain in readers:
+                inner = X if gain is None else ops.mm(ops.mm(conjugators[gain][0], X),
+                                                      conjugators[gain][1])
+                plus(name, ops.neg(ops.mm(blocks[name], inner)))
+            put(parts)
+
+
+def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                          put) -> None:
+    """A residual stream read only through layernorms (a final norm included): layernorm(Z + 1 y^T)
+    = layernorm(Z), so every writer M -> M + 1 x^T (the heads' value outputs, U, T; the
+    embedding E^T + 1 x^T, i.e. E + x 1^T, when untied) leaves the map unchanged."""
+    writers = ["T"] if "T" in blocks else []
+    for i in range(1, arch.n_layers + 1):
+        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+        if arch.mlp_widths[i - 1] > 0:
+            writers.append(f"U_{i}")
+    for name in writers:
+        for c in range(blocks[name].shape[1]):
+            d = zero[name].clone()
+            d[:, c] = 1
+            put({name: d})
+    if "E" in blocks and not arch.tied:   # tied, E also reads: E (f * N) is not shift-free
+        for v in range(blocks["E"].shape[0]):
+            d = zero["E"].clone()
+            d[v] = 1
+            put({"E": d})

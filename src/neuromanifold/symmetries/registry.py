@@ -30,6 +30,7 @@ from .catalogue import FLOAT_OPS, TangentOps
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
 _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
+_NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,13 @@ def _value_gl_count(arch: Architecture) -> int | None:
     return sum(H * v * v for H, v in zip(arch.head_counts, arch.values))
 
 
+def _qk_gain_count(arch: Architecture) -> int:
+    """One scaling per unrotated coordinate and per rotated pair of each head: qn -> c qn,
+    kn -> kn / c on it (the rotations commute with a scalar on a pair): sum H (a - R)."""
+    return sum(H * (a - _rotated(arch, i)) for i, (H, a) in
+               enumerate(zip(arch.head_counts, arch.keys), start=1))
+
+
 def _stream_basis_count(arch: Architecture) -> int | None:
     """None: the group acts freely only where the stream's writers and readers have full rank
     (V >= d_0 among them); the rank is measured, not proved, for every size."""
@@ -123,21 +131,21 @@ FAMILIES: tuple[Family, ...] = (
     Family("read-out directions", True, lambda a: not a.is_block and a.n_layers > 1,
            "docs/hidden_directions.md#2-the-read-out-symmetry"),
     # Every other network: heads, value widths, residuals, MLPs, norms (docs/blocks.md).
-    Family("per-head GL(a) on (Q, K)", False, lambda a: True, _BLOCKS,
+    Family("per-head GL(a) on (Q, K)", False, lambda a: not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: not _rotated(a, i), build=c.key_gl_tangents,
            generic_count=_key_gl_count, move="per-head GL(a)"),
     # Rotary positions: GL(a) breaks to the commutant of the rotations (decoder features).
     Family("rotary commutant on (Q, K)", False,
-           lambda a: a.positions == "rope" and a.tokens > 1, _POSITIONS,
+           lambda a: a.positions == "rope" and a.tokens > 1 and not a.qk_norm, _POSITIONS,
            at_layer=lambda a, i: _rotated(a, i) > 0, build=c.rotary_commutant_tangents,
            generic_count=_rotary_count),
     Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
            _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
            generic_count=_value_gl_count, move="per-head GL(v)"),
-    Family("per-head rescaling", False, lambda a: _lightning(a), _BLOCKS,
+    Family("per-head rescaling", False, lambda a: _lightning(a) and not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling"),
-    Family("head mixing", False, lambda a: _lightning(a), _BLOCKS,
+    Family("head mixing", False, lambda a: _lightning(a) and not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: (a.head_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
                                   and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing"),
@@ -145,6 +153,18 @@ FAMILIES: tuple[Family, ...] = (
     Family("stream basis at the embedding and logits", False,
            lambda a: a.vocab is not None and a.norm == "none", _EMBEDDINGS,
            build=c.stream_basis_tangents, generic_count=_stream_basis_count),
+    Family("stream rotations behind norms", False,
+           lambda a: (a.vocab is not None and a.residual and a.norm != "none"
+                      and not (a.tied and a.final_norm)), _NORMS,
+           build=c.stream_rotation_tangents),
+    Family("stream shifts behind layernorm", False,
+           lambda a: a.residual and a.norm == "layernorm" and a.final_norm, _NORMS,
+           build=c.stream_shift_tangents),
+    # QK-norm and the final norm's gains (decoder features).
+    Family("QK-norm gain balance", False, lambda a: a.qk_norm, _NORMS,
+           at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count),
+    Family("final norm gain", False, lambda a: a.final_norm and a.vocab is not None and not a.tied,
+           _NORMS, build=c.final_gain_tangents),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
@@ -167,7 +187,8 @@ FAMILIES: tuple[Family, ...] = (
            _BLOCKS, at_layer=lambda a, i: True, build=c.norm_rotation_tangents),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
-                      and a.norm == "none"), _BLOCKS, build=c.basis_change_tangents),
+                      and a.norm == "none" and not a.parallel), _BLOCKS,
+           build=c.basis_change_tangents),
 )
 
 _BY_NAME = {family.name: family for family in FAMILIES}
