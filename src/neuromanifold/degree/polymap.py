@@ -45,6 +45,9 @@ def check_polynomial(arch: Architecture) -> Architecture:
         raise bad_value("positions", "'none' or 'learned' for a degree (rotary rotations have "
                         "rational, not integer, entries; the degree engine works with integer "
                         "polynomials)", arch.positions, "Use --positions none or learned.")
+    if arch.vocab is not None:
+        raise bad_value("vocab", "left out for a degree (the degree engine takes continuous "
+                        "inputs, not token ids)", arch.vocab, "Drop --vocab.")
     if not arch.is_polynomial:
         name, got, fix = (("attention", arch.attention, "Use --attention lightning.")
                           if arch.attention != "lightning" else
