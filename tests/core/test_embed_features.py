@@ -215,6 +215,20 @@ def test_vocabulary_layout_parameters_and_widths():
     assert tied.to_dict()["vocab"] == 5 and tied.to_dict()["tied"]
 
 
+def test_first_token_sequences_cover_every_id_and_large_vocabularies_reach_the_bound():
+    """Every token id occurs in the first sequences (a token in none would leave its row of E out
+    of the Jacobian: V = 40, t = 3 read d_0 = 4 below the bound before), and the engines start
+    with them."""
+    from neuromanifold.core.tokens import covering_count
+
+    arch = Architecture((4, 4), 4, 3, vocab=40, residual=True, positions="rope")
+    ids = TokenInputs(arch, torch.Generator().manual_seed(0)).take_ids(covering_count(arch))
+    assert torch.bincount(ids.flatten(), minlength=40).min() >= 2
+    for method in ("numerical", "certified"):
+        r = _quiet(arch, method)
+        assert (r.dimension, r.upper_bound) == (347, 347) and r.status in ("settled", "certified")
+
+
 def test_token_inputs_are_distinct_and_say_when_used_up():
     gen = torch.Generator().manual_seed(0)
     tokens = TokenInputs(Architecture((3, 3), 2, 2, vocab=4), gen)

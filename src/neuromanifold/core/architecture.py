@@ -248,7 +248,8 @@ class Architecture:
         if not self.is_polynomial:
             raise bad_value("architecture", "polynomial (lightning, square or no MLP, no norm) for "
                             "its degrees", str(self), "Use lightning attention without norms.")
-        deg_w, deg_x = 0, 1
+        # an embedding E^T X or learned positions X + T: the input has degree 1 in W too
+        deg_w, deg_x = (1 if self.vocab is not None or self.positions == "learned" else 0), 1
         for i in range(self.n_layers):
             value_degree = 1 if self.values is None else 2
             att = (3 * deg_w + 2 + value_degree, 3 * deg_x)
@@ -256,7 +257,7 @@ class Architecture:
             if self.mlp_widths[i] > 0:
                 mlp = (2 * deg_w + 3, 2 * deg_x)
                 deg_w, deg_x = ((max(deg_w, mlp[0]), max(deg_x, mlp[1])) if self.residual else mlp)
-        return deg_w, deg_x
+        return (deg_w + 1 if self.vocab is not None else deg_w), deg_x   # logits: one more
 
     def layer_shapes(self) -> list[dict[str, tuple[int, int]]]:
         """Shapes of (Q_i, K_i, V_i) for each layer i = 1..l."""

@@ -31,6 +31,7 @@ import torch
 
 from ..core.architecture import Architecture, check_architecture
 from ..core.checks import check_int, check_seed
+from ..core.tokens import covering_count
 from ..core.formulas import effective_width, expected_dim
 from ..core.parameters import LayerWeights, flatten, random_weights, score_factor
 from ..core.seeds import seeded_generator
@@ -435,8 +436,9 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
     say(f"upper bound n_params - rank_p(kernel directions) = {upper} ({t_upper:.1f} s)")
     per_sample = arch.output_width * arch.tokens
     n = samples if samples is not None else max(1, math.ceil(ROW_FACTOR * upper / per_sample) + 1)
-    if arch.n_sequences is not None:  # token ids: at most the V^t distinct sequences
-        n = min(n, arch.n_sequences)
+    if arch.n_sequences is not None and samples is None:
+        # token ids: every id in the first samples (`tokens.covering_sequences`), at most V^t
+        n = min(max(n, covering_count(arch)), arch.n_sequences)
     t_float = 0.0
     for attempt in range(2):
         t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from ..core.formulas import effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
-from ..core.tokens import input_stream
+from ..core.tokens import covering_count, input_stream
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
 from .fp_dual import degree_bound as dual_degree_bound
 from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
@@ -327,8 +327,10 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
         if samples is not None and samples > arch.n_sequences:
             raise bad_value("samples", f"at most V^t = {arch.n_sequences} for {arch}", samples,
                             f"Pass --samples {arch.n_sequences} or fewer, or leave it out.")
-        if samples is None and arch.n_sequences <= _ALL_SEQUENCES:
-            n_target = arch.n_sequences
+        if samples is None:   # every token id in the first samples, or every sequence
+            n_target = max(n_target, covering_count(arch))
+            if arch.n_sequences <= _ALL_SEQUENCES:
+                n_target = arch.n_sequences
     matrices: list[torch.Tensor] = []
     clock = {"jacobian": 0.0, "rank": 0.0, "n": 0}
 

@@ -154,8 +154,8 @@ def forward_dual_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
 def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int
                    ) -> torch.Tensor:
     """J mod p, shape (N d_l t, n_params), rows ordered (n, d_l, t)."""
-    per_direction = X.shape[0] * arch.tokens * (max(arch.widths + tuple(arch.mlp_widths)) + arch.tokens) \
-        * 4 * sum(arch.head_counts)
+    widest = max(arch.widths + tuple(arch.mlp_widths) + (arch.input_width, arch.output_width))
+    per_direction = X.shape[0] * arch.tokens * (widest + arch.tokens) * 4 * sum(arch.head_counts)
     chunk = max(1, _CHUNK_ENTRIES // max(per_direction, 1))
     cols = []
     for start in range(0, arch.n_params, chunk):
@@ -168,8 +168,10 @@ def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch
 
 
 def degree_bound(arch: Architecture) -> int:
-    """Total degree in (W, X) of one entry of J: deg_W(phi) - 1 + deg_X(phi) (Schwartz-Zippel)."""
-    deg_w, deg_x = 0, 1
+    """Total degree in (W, X) of one entry of J: deg_W(phi) - 1 + deg_X(phi) (Schwartz-Zippel).
+    An embedding (E^T X) or learned positions (X + T) make the input degree 1 in W as well, and
+    logits (L Z or E Z) add 1 (over-counts are safe: the bound only grows)."""
+    deg_w, deg_x = (1 if arch.vocab is not None or arch.positions == "learned" else 0), 1
     for i in range(arch.n_layers):
         value_degree = 1 if arch.values is None else 2
         att_w, att_x = 3 * deg_w + 2 + value_degree, 3 * deg_x
@@ -177,6 +179,8 @@ def degree_bound(arch: Architecture) -> int:
         if arch.mlp_widths[i] > 0:
             mlp_w, mlp_x = 2 * deg_w + 3, 2 * deg_x
             deg_w, deg_x = (max(deg_w, mlp_w), max(deg_x, mlp_x)) if arch.residual else (mlp_w, mlp_x)
+    if arch.vocab is not None:
+        deg_w += 1
     return deg_w - 1 + deg_x
 
 

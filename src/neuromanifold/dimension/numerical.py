@@ -23,7 +23,7 @@ from ..core.formulas import ambient_bound, block_formula, effective_width, expec
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
-from ..core.tokens import input_stream
+from ..core.tokens import covering_count, input_stream
 from .memory import (ELIMINATE_MIN_COLUMNS, NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
                      NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
@@ -387,8 +387,12 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target = max(first, min_samples or 0)
     if max_samples is None:
         max_samples = default_max_samples(target)
-    if arch.n_sequences is not None and samples is None and arch.n_sequences <= max_samples:
-        target = arch.n_sequences  # few enough token sequences: the rank over all of them
+    if arch.n_sequences is not None and samples is None:
+        # every token id in the first samples (`tokens.covering_sequences`), or, few enough
+        # token sequences, the rank over all of them
+        target = max(target, covering_count(arch))
+        if arch.n_sequences <= max(max_samples, target):
+            target = arch.n_sequences
     draw = input_stream(arch, seeded_generator(seed, "inputs"))
 
     state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
