@@ -178,7 +178,7 @@ def frequency_table() -> list[str]:
 
 def qk_table() -> list[str]:
     """Symmetry directions left in one head's (Q, K): 2 a d - rank of J on the Q, K columns."""
-    lines = ["| a | d | rotated pairs R | measured 2 a d - rank J_{Q,K} | 2 R + (a - 2 R)^2 |",
+    lines = ["| a | d | rotated pairs R | measured 2 a d - rank of J on the Q, K columns | 2 R + (a - 2 R)^2 |",
              "|---|---|---|---|---|"]
     for a, d, pairs in QK_CASES:
         arch = Architecture((d, d), a, 3, positions="rope", rope_pairs=pairs)

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.formulas import block_formula
+from ..core.formulas import ambient_bound, block_formula
 from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, check_block_weights,
                            flatten_blocks, random_block_weights)
 from ..symmetries.catalogue import FLOAT_OPS
@@ -292,8 +292,13 @@ def certified_block_dim(arch: Architecture, *, seed: int = 0, samples: int | Non
     lower bound meets the catalogue's F_p upper bound, else `lower-bound` with both."""
     def upper_bound(seed: int):
         upper, families = block_upper_bound(arch, seed, prime)
-        return upper, ["upper bound families (incremental rank over F_p): " + ", ".join(
-            f"{k}: {v}" for k, v in families.items() if v)], {"symmetries": families}
+        notes = ["upper bound families (incremental rank over F_p): " + ", ".join(
+            f"{k}: {v}" for k, v in families.items() if v)]
+        if arch.vocab is not None and ambient_bound(arch) < upper:
+            # token ids: the map lies in R^{V^t V t} (`formulas.ambient_bound`), a proven bound
+            upper = ambient_bound(arch)
+            notes.append(f"ambient bound V^t V t = {upper} (a finite input set)")
+        return upper, notes, {"symmetries": families}
 
     checked = []
 
