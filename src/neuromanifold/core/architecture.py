@@ -36,6 +36,13 @@ class Architecture:
     integer for every layer: `keys=2` is `keys=(2, 2)` for a two-layer network (the number of
     layers is len(widths) - 1). Choices (`attention`, `activation`, `norm`) ignore case.
 
+    Decoder features (docs/decoder_features.md): `positions` ('none', 'learned': a d_0 x t
+    table T added to the input, 'rope': rational rotary positions on the first `rope_pairs`
+    coordinate pairs of each head's queries and keys, default all a_i // 2); `vocab` V: token-id
+    inputs embedded by E (V x d_0) and V logits per token, by L (V x d_l) or, `tied`, by E;
+    `qk_norm` (a norm on each head's queries and keys) and `final_norm` (a norm before the
+    logits), both of the `norm` kind; `parallel` blocks Z + att(Z) + mlp(Z).
+
     Example:
         >>> arch = Architecture(widths=(3, 3, 3), keys=(2, 2), tokens=3)
         >>> arch.n_params == 2 * (2 * 2 * 3 + 3 * 3)
