@@ -55,6 +55,7 @@ def test_dim_with_a_vocabulary_says_every_sequence_was_used(capsys):
     assert any("every one of the V^t" in n for n in d["notes"])
 
 
+@pytest.mark.filterwarnings("ignore::neuromanifold.dimension.result.AmbiguousRankWarning")
 def test_dim_with_qk_norm_final_norm_and_parallel(capsys):
     code, out, _ = run(capsys, "dim", "--widths", "4,4", "--keys", "4", "--tokens", "2",
                        "--norm", "rmsnorm", "--qk-norm", "--final-norm", "--residual", "--mlp",
