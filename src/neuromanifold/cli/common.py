@@ -63,8 +63,11 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
                              values: str | None = None, residual: bool = False,
                              mlp: str | None = None, activation: str = "square",
                              norm: str = "none", causal: bool = False,
+                             positions: str = "none", rope_pairs: str | None = None,
                              kv_heads: str | None = None, bias: bool = False,
-                             mlp_bias: bool = False, mlp_kind: str = "plain") -> Architecture:
+                             mlp_bias: bool = False, mlp_kind: str = "plain",
+                             vocab: int | None = None, tied: bool = False, qk_norm: bool = False,
+                             final_norm: bool = False, parallel: bool = False) -> Architecture:
     """An Architecture with the transformer-block (and decoder) options, from CLI strings."""
     return Architecture(
         parse_int_list("widths", widths, "5,3,3,5"), parse_per_layer("keys", keys, "2,2,2"), tokens,
@@ -73,8 +76,11 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
         values=None if values is None else parse_per_layer("values", values, "2,2"),
         residual=residual, mlp=None if mlp is None else parse_per_layer("mlp", mlp, "3,3"),
         activation=activation.lower(), norm=norm.lower(), causal=causal,
+        positions=positions.lower(),
+        rope_pairs=None if rope_pairs is None else parse_per_layer("rope-pairs", rope_pairs, "1,1"),
         kv_heads=None if kv_heads is None else parse_per_layer("kv-heads", kv_heads, "1,1"),
-        bias=bias, mlp_bias=mlp_bias, mlp_kind=mlp_kind.lower())
+        bias=bias, mlp_bias=mlp_bias, mlp_kind=mlp_kind.lower(), vocab=vocab, tied=tied,
+        qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
 
 
 def check_output_files(paths: list[Path], force: bool) -> None:

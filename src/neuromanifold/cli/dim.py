@@ -47,6 +47,22 @@ def dim(
     mlp_bias: bool = typer.Option(False, "--mlp-bias", help="Biases on the MLP's maps (needs --mlp)."),
     mlp_kind: str = typer.Option("plain", "--mlp-kind", help="plain (U s(P y)) or gated "
                                  "(U (s(G y) * (P y)); SwiGLU with --activation silu)."),
+    positions: str = typer.Option("none", help="Token positions: none, learned (a d_0 x t table "
+                                  "added to the input) or rope (rotary, rational angles)."),
+    rope_pairs: Optional[str] = typer.Option(None, "--rope-pairs", help="With --positions rope: "
+                                             "coordinate pairs R_1,...,R_l rotated in each "
+                                             "head's queries and keys (default all a_i // 2)."),
+    vocab: Optional[int] = typer.Option(None, help="Vocabulary size V: inputs are token-id "
+                                        "sequences embedded by E (V x d_0), outputs V logits "
+                                        "per token (a finite input set of V^t sequences)."),
+    tied: bool = typer.Option(False, "--tied", help="With --vocab: logits by the embedding's "
+                              "transpose E (needs d_l = d_0) instead of an untied L."),
+    qk_norm: bool = typer.Option(False, "--qk-norm", help="Normalise each head's queries and "
+                                 "keys (the --norm kind, with gains) before the scores."),
+    final_norm: bool = typer.Option(False, "--final-norm", help="A norm (the --norm kind, with "
+                                    "a gain) after the last layer, before the logits."),
+    parallel: bool = typer.Option(False, "--parallel", help="Parallel blocks Z + att(Z) + mlp(Z) "
+                                  "(GPT-J, GPT-NeoX, Falcon); needs --residual and --mlp."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -86,8 +102,11 @@ def dim(
         check_hf_options(method=method, attention=attention, temperature=temperature,
                          samples=samples, prime=prime, precision=precision, heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
-                         norm=norm, causal=causal, bias=bias,
-                         **{"kv-heads": kv_heads, "mlp-bias": mlp_bias, "mlp-kind": mlp_kind})
+                         norm=norm, causal=causal, bias=bias, positions=positions, vocab=vocab,
+                         tied=tied, parallel=parallel,
+                         **{"kv-heads": kv_heads, "mlp-bias": mlp_bias, "mlp-kind": mlp_kind,
+                            "rope-pairs": rope_pairs, "qk-norm": qk_norm,
+                            "final-norm": final_norm})
         try:
             with time_limit(timeout):
                 return hf_dim(hf_config, shrink, widths, keys, tokens, seed, device, as_json,
@@ -104,7 +123,9 @@ def dim(
                                     values=values, residual=residual, mlp=mlp,
                                     activation=activation, norm=norm, causal=causal,
                                     kv_heads=kv_heads, bias=bias, mlp_bias=mlp_bias,
-                                    mlp_kind=mlp_kind)
+                                    mlp_kind=mlp_kind, positions=positions,
+                                    rope_pairs=rope_pairs, vocab=vocab, tied=tied,
+                                    qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

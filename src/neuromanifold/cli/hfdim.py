@@ -35,7 +35,9 @@ def parse_shrink(text: Optional[str]) -> dict:
 NOT_WITH_HF = {"method": "auto", "attention": "lightning", "temperature": 1.0, "samples": None,
                "prime": None, "precision": None, "heads": None, "values": None, "residual": False,
                "mlp": None, "activation": "square", "norm": "none", "causal": False,
-               "kv-heads": None, "bias": False, "mlp-bias": False, "mlp-kind": "plain"}
+               "positions": "none", "rope-pairs": None, "kv-heads": None, "bias": False,
+               "mlp-bias": False, "mlp-kind": "plain", "vocab": None, "tied": False,
+               "qk-norm": False, "final-norm": False, "parallel": False}
 
 
 def check_hf_options(**given) -> None:

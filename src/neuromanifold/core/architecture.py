@@ -12,6 +12,7 @@ from .limits import check_block_sizes, check_sizes
 ACTIVATIONS = ("square", "relu", "gelu", "tanh", "silu")
 MLP_KINDS = ("plain", "gated")
 NORMS = ("none", "layernorm", "rmsnorm")
+POSITIONS = ("none", "learned", "rope")
 
 
 # The decoder options and their defaults, in field order (listed by to_dict / repr when not default).
@@ -41,6 +42,13 @@ class Architecture:
     integer for every layer: `keys=2` is `keys=(2, 2)` for a two-layer network (the number of
     layers is len(widths) - 1). Choices (`attention`, `activation`, `norm`) ignore case.
 
+    Decoder features (docs/decoder_features.md): `positions` ('none', 'learned': a d_0 x t
+    table T added to the input, 'rope': rational rotary positions on the first `rope_pairs`
+    coordinate pairs of each head's queries and keys, default all a_i // 2); `vocab` V: token-id
+    inputs embedded by E (V x d_0) and V logits per token, by L (V x d_l) or, `tied`, by E;
+    `qk_norm` (a norm on each head's queries and keys) and `final_norm` (a norm before the
+    logits), both of the `norm` kind; `parallel` blocks Z + att(Z) + mlp(Z).
+
     Example:
         >>> arch = Architecture(widths=(3, 3, 3), keys=(2, 2), tokens=3)
         >>> arch.n_params == 2 * (2 * 2 * 3 + 3 * 3)
@@ -62,12 +70,19 @@ class Architecture:
     mlp: tuple[int, ...] | None = None
     activation: str = "square"
     norm: str = "none"
-    # Decoder options (docs/decoder_features.md); the defaults leave every network above unchanged.
+    # Decoder features (docs/decoder_features.md); the defaults leave every network above unchanged.
     causal: bool = False
+    positions: str = "none"
+    rope_pairs: tuple[int, ...] | None = None
     kv_heads: tuple[int, ...] | None = None
     bias: bool = False
     mlp_bias: bool = False
     mlp_kind: str = "plain"
+    vocab: int | None = None
+    tied: bool = False
+    qk_norm: bool = False
+    final_norm: bool = False
+    parallel: bool = False
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -131,6 +146,7 @@ class Architecture:
         object.__setattr__(self, "mlp", mlp)
         object.__setattr__(self, "activation", activation)
         object.__setattr__(self, "norm", norm)
+        self._check_positions(per_layer)
         self._check_decoder_options()
 
     def _check_decoder_options(self) -> None:
@@ -156,13 +172,83 @@ class Architecture:
         object.__setattr__(self, "kv_heads", kv)
         object.__setattr__(self, "mlp_kind", mlp_kind)
 
+    def _check_positions(self, per_layer) -> None:
+        """Validate `positions` and `rope_pairs` (pairs rotated per layer, default a_i // 2)."""
+        positions = check_choice("positions", self.positions, POSITIONS)
+        pairs = None
+        if self.rope_pairs is not None:
+            if positions != "rope":
+                raise bad_value("rope_pairs", "given only with positions 'rope'", self.rope_pairs,
+                                "Add --positions rope, or drop --rope-pairs.")
+            pairs = per_layer("rope_pairs", self.rope_pairs, 0, "1,1")
+            for i, (r, a) in enumerate(zip(pairs, self.keys), start=1):
+                if r > a // 2:
+                    raise bad_value("rope_pairs", f"at most a_i // 2 = {a // 2} pairs in layer {i} "
+                                    f"(key width {a})", list(pairs),
+                                    f"Pass --rope-pairs <= {a // 2} there, or a wider --keys.")
+            if all(r == a // 2 for r, a in zip(pairs, self.keys)):
+                pairs = None  # every pair: the default, one spelling of it
+        object.__setattr__(self, "positions", positions)
+        object.__setattr__(self, "rope_pairs", pairs)
+        if self.vocab is not None:
+            vocab = check_int("vocab", self.vocab, minimum=2,
+                              fix="Pass --vocab 2 or more (one token id says nothing).")
+            object.__setattr__(self, "vocab", vocab)
+        if not isinstance(self.tied, bool):
+            raise bad_value("tied", "True or False", self.tied, "Pass tied=True or False.")
+        if self.tied and self.vocab is None:
+            raise bad_value("tied", "used with a vocabulary (the logits reuse the embedding)",
+                            "tied without vocab", "Add --vocab V, or drop --tied.")
+        if self.tied and self.widths[0] != self.widths[-1]:
+            raise bad_value("tied", "used only when d_l = d_0 (the logits are E Z)",
+                            f"tied with widths {list(self.widths)}",
+                            "Use equal first and last widths, or drop --tied.")
+
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad_value(name, "True or False", getattr(self, name),
+                                f"Pass {name}=True or False.")
+        for name in ("qk_norm", "final_norm"):
+            if getattr(self, name) and self.norm == "none":
+                raise bad_value(name, "used with a norm kind (--norm layernorm or rmsnorm), which "
+                                "it applies", f"{name} with norm 'none'",
+                                "Add --norm rmsnorm (or layernorm).")
+        if self.parallel and not (self.residual and self.mlp is not None):
+            raise bad_value("parallel", "used with residual paths and an MLP (Z + att(Z) + mlp(Z))",
+                            f"parallel with residual={self.residual}, mlp={self.mlp}",
+                            "Add --residual and --mlp m, or drop --parallel.")
+
+    @property
+    def input_width(self) -> int:
+        """The rows of one input sequence: V (one-hot token ids) with a vocabulary, else d_0."""
+        return self.vocab if self.vocab is not None else self.widths[0]
+
+    @property
+    def output_width(self) -> int:
+        """The rows of one output: V (logits) with a vocabulary, else d_l."""
+        return self.vocab if self.vocab is not None else self.widths[-1]
+
+    @property
+    def n_sequences(self) -> int | None:
+        """V^t, the number of distinct inputs with a vocabulary (None: a continuum)."""
+        return None if self.vocab is None else self.vocab ** self.tokens
+
+    @property
+    def rotated_pairs(self) -> tuple[int, ...]:
+        """R_i, the coordinate pairs of each head's queries and keys rotated in layer i (0
+        everywhere without rotary positions)."""
+        if self.positions != "rope":
+            return (0,) * self.n_layers
+        return self.rope_pairs if self.rope_pairs is not None else tuple(a // 2 for a in self.keys)
+
     @property
     def is_block(self) -> bool:
         """True when any transformer-block option departs from the paper's single-head model."""
         return (self.heads is not None or self.values is not None or self.residual
                 or self.mlp is not None or self.norm != "none" or self.causal
                 or self.kv_heads is not None or self.bias or self.mlp_bias
-                or self.mlp_kind != "plain")
+                or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
+                or self.qk_norm or self.final_norm or self.parallel)
 
     @property
     def has_decoder_options(self) -> bool:
@@ -223,7 +309,8 @@ class Architecture:
         if not self.is_polynomial:
             raise bad_value("architecture", "polynomial (lightning, square or no MLP, no norm) for "
                             "its degrees", str(self), "Use lightning attention without norms.")
-        deg_w, deg_x = 0, 1
+        # an embedding E^T X or learned positions X + T: the input has degree 1 in W too
+        deg_w, deg_x = (1 if self.vocab is not None or self.positions == "learned" else 0), 1
         for i in range(self.n_layers):
             value_degree = 1 if self.values is None else 2
             att = (3 * deg_w + 2 + value_degree, 3 * deg_x)
@@ -232,7 +319,7 @@ class Architecture:
                 mlp = ((3 * deg_w + 4, 3 * deg_x) if self.mlp_kind == "gated"
                        else (2 * deg_w + 3, 2 * deg_x))
                 deg_w, deg_x = ((max(deg_w, mlp[0]), max(deg_x, mlp[1])) if self.residual else mlp)
-        return deg_w, deg_x
+        return (deg_w + 1 if self.vocab is not None else deg_w), deg_x   # logits: one more
 
     def layer_shapes(self) -> list[dict[str, tuple[int, int]]]:
         """Shapes of (Q_i, K_i, V_i) for each layer i = 1..l."""
@@ -270,6 +357,17 @@ class Architecture:
                 value = getattr(self, name)
                 if value != default:
                     out[name] = list(value) if isinstance(value, tuple) else value
+        if self.positions != "none":
+            out["positions"] = self.positions
+        if self.rope_pairs is not None:
+            out["rope_pairs"] = list(self.rope_pairs)
+        if self.vocab is not None:
+            out["vocab"] = self.vocab
+        if self.tied:
+            out["tied"] = True
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if getattr(self, name):
+                out[name] = True
         return out
 
     def __repr__(self) -> str:
@@ -278,7 +376,10 @@ class Architecture:
         fields = [f"widths={self.widths!r}", f"keys={self.keys!r}", f"tokens={self.tokens!r}"]
         for name, default in (("attention", "lightning"), ("temperature", 1.0), ("heads", None),
                               ("values", None), ("residual", False), ("mlp", None),
-                              ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS):
+                              ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS,
+                              ("positions", "none"), ("rope_pairs", None), ("vocab", None),
+                              ("tied", False), ("qk_norm", False), ("final_norm", False),
+                              ("parallel", False)):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -317,6 +418,15 @@ class Architecture:
             text += " mlp_bias"
         if self.mlp_kind != "plain":
             text += f" mlp_kind={self.mlp_kind}"
+        if self.positions != "none":
+            text += f" positions={self.positions}"
+        if self.rope_pairs is not None:
+            text += f" rope_pairs={','.join(map(str, self.rope_pairs))}"
+        if self.vocab is not None:
+            text += f" vocab={self.vocab}" + (" tied" if self.tied else "")
+        for name in ("qk_norm", "final_norm", "parallel"):
+            if getattr(self, name):
+                text += f" {name}"
         return text
 
 
@@ -332,6 +442,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     after K_i_g, bv_i_g (d_i x 1, or v_i x 1) after V_i_g / W_i_g and bo_i (d_i x 1) after the
     heads; a gated MLP has G_i (m_i x d_i) before P_i; with mlp_bias, bg_i, bp_i (m_i x 1) and
     bu_i (d_i x 1) after G_i, P_i and U_i.
+    With a vocabulary, E (V x d_0, the token embedding) comes first of all, then with learned
+    positions T (d_0 x t, added to the input); untied logits end with L (V x d_l).
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -342,6 +454,10 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
         layout.append((name, shape, offset))
         offset += shape[0] * shape[1]
 
+    if arch.vocab is not None:
+        add("E", (arch.vocab, arch.widths[0]))
+    if arch.positions == "learned":
+        add("T", (arch.widths[0], arch.tokens))
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
         if arch.norm != "none":
             add(f"g_{i}", (d_in, 1))
@@ -351,11 +467,15 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
             add(f"Q_{i}_{h}", (a, d_in))
             if arch.bias:
                 add(f"bq_{i}_{h}", (a, 1))
+            if arch.qk_norm:
+                add(f"qn_{i}_{h}", (a, 1))
 
         def add_key_value(g: int) -> None:
             add(f"K_{i}_{g}", (a, d_in))
             if arch.bias:
                 add(f"bk_{i}_{g}", (a, 1))
+            if arch.qk_norm:
+                add(f"kn_{i}_{g}", (a, 1))
             add(f"V_{i}_{g}" if arch.values is None else f"W_{i}_{g}", (value_width, d_in))
             if arch.bias:
                 add(f"bv_{i}_{g}", (value_width, 1))
@@ -384,6 +504,10 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                 add(f"{name}_{i}", shape)
                 if arch.mlp_bias:
                     add(f"{bias}_{i}", (shape[0], 1))
+    if arch.final_norm:
+        add("f", (arch.widths[-1], 1))
+    if arch.vocab is not None and not arch.tied:
+        add("L", (arch.vocab, arch.widths[-1]))
     return layout
 
 

@@ -18,6 +18,14 @@ Parameters are named blocks (the npz keys of block weight files), in this order 
   widths, W_i_h (v_i x d_{i-1}) and O_i_h (d_i x v_i),
   with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm gain; only with a norm), P_i (m_i x d_i),
   U_i (d_i x m_i).
+Decoder features (docs/decoder_features.md): with a vocabulary the input X (..., V, t) holds
+one-hot token columns, embedded as E^T X (E: V x d_0, first of all blocks), and the output is
+the logits L Z (L: V x d_l, the last block) or E Z when tied; learned positions add T (d_0 x t, first of all
+blocks) to the input; rotary positions rotate the first R_i coordinate pairs of each head's
+queries and keys, token i by R^i (`core.positions`), before the scores; QK-norm normalises each
+head's queries and keys (gains qn_i_h, kn_i_h) before that; a final norm (gain f) acts after
+the last layer, before the logits; parallel blocks feed the MLP the layer's input:
+Z + att(Z) + mlp(Z).
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
 never with fused kernels, so forward- and reverse-mode autodiff both apply.
 """
@@ -25,6 +33,7 @@ never with fused kernels, so forward- and reverse-mode autodiff both apply.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -32,6 +41,7 @@ import torch
 from .architecture import Architecture, block_layout, check_architecture
 from .checks import bad_value, check_seed
 from .parameters import LayerWeights, score_factor
+from .positions import rotary_floats, rotary_fractions
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
@@ -84,6 +94,10 @@ def flatten_blocks(arch: Architecture, blocks: dict[str, torch.Tensor]) -> torch
 def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) -> float:
     """Standard deviation of a random block: O(1) inputs give O(1) outputs (as `weight_scales`)."""
     kind = name.split("_")[0]
+    if kind in ("T", "E"):
+        return 1.0  # positions and embeddings of the size of N(0, 1) inputs
+    if kind == "L":
+        return 1.0 / math.sqrt(shape[1])
     d_in = arch.widths[layer - 1]
     lightning = arch.tokens if arch.attention == "lightning" else 1
     heads = arch.head_counts[layer - 1]
@@ -107,9 +121,9 @@ def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtyp
     gen = seeded_generator(check_seed(seed), "weights")
     out = {}
     for name, shape, _ in block_layout(arch):
-        layer = int(name.split("_")[1])
+        layer = int(name.split("_")[1]) if "_" in name else 0
         sample = torch.randn(shape, generator=gen, dtype=torch.float64) * _scale(name, shape, arch, layer)
-        if name[0] in "gn":
+        if name[0] in "gn" or name.startswith(("qn_", "kn_")) or name == "f":
             sample = sample + 1.0
         out[name] = sample.to(dtype=dtype, device=device)
     return out
@@ -166,6 +180,20 @@ class Dual:
         self.x, self.dx = x, dx
 
 
+def _rotary_constant(like, a: int, pairs: int, tokens: int, angles=None):
+    """R^0..R^{t-1} stacked (t, a, a) in the number system of `like`: float64 on its device for
+    tensors, Fractions in an object array for object arrays."""
+    if isinstance(like, np.ndarray):
+        out = np.empty((tokens, a, a), dtype=object)
+        for i, M in enumerate(rotary_fractions(a, pairs, tokens)):
+            for r, row in enumerate(M):
+                for c, v in enumerate(row):
+                    out[i, r, c] = Fraction(v)
+        return out
+    return torch.tensor(rotary_floats(a, pairs, tokens, angles), dtype=like.dtype,
+                        device=like.device)
+
+
 class ArrayArithmetic:
     """The block map's primitives on arrays: float64 tensors (autodiff applies) and numpy object
     arrays of python-flint polynomials, residues or Fractions (the degree engine, exact fiber
@@ -173,7 +201,12 @@ class ArrayArithmetic:
 
     An arithmetic is any object with these methods (`fp_dual.FpDual`,
     `ball_dual.BallDual` are the others); `block_forward` is written against them once.
+    `angles` (pair f -> radians) replaces the rational rotary angles in float (only the docs'
+    frequency comparison uses it; `core.positions.base_angles`).
     """
+
+    def __init__(self, angles=None):
+        self.angles = angles
 
     def linear(self, M, Z):
         """M Z."""
@@ -199,7 +232,8 @@ class ArrayArithmetic:
         return scores * torch.from_numpy(mask).to(dtype=scores.dtype, device=scores.device)
 
     def shift(self, Z, b):
-        """Z + b 1^T: the bias column b (d x 1) added to every token."""
+        """Z + b for a parameter block b: a bias column (d x 1, added to every token, Z + b 1^T)
+        or learned positions (d x t, added to every sample's columns)."""
         return Z + b
 
     def mul(self, a, b):
@@ -212,6 +246,17 @@ class ArrayArithmetic:
 
     def add(self, a, b):
         return a + b
+
+    def embed(self, E, X):
+        """E^T X: one-hot token columns X (..., V, t) to their embeddings (..., d, t)."""
+        return _einsum("vd,...vt->...dt", E, X)
+
+    def rotate(self, x, pairs: int):
+        """Token i's column of x (..., a, t) times R^i: its first `pairs` coordinate pairs
+        rotated by i times their angles (`core.positions`)."""
+        a, t = x.shape[-2], x.shape[-1]
+        R = _rotary_constant(x, a, pairs, t, self.angles)
+        return _einsum("iab,...bi->...ai", R, x)
 
     def norm(self, Z, gain, kind: str):
         """gain * N(Z) per token (layernorm or rmsnorm)."""
@@ -242,7 +287,10 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         out = ops.linear(blocks[M], Z)
         return ops.shift(out, blocks[b]) if b is not None and b in blocks else out
 
-    Z = X
+    Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
+    if arch.positions == "learned":
+        Z = ops.shift(Z, blocks["T"])
+    rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers
     for i in range(1, arch.n_layers + 1):
         Zn = ops.norm(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
         out, values = None, {}
@@ -250,6 +298,11 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             g = arch.group_of(i, h)      # h itself without kv_heads
             q = affine(f"Q_{i}_{h}", Zn, f"bq_{i}_{h}")
             k = affine(f"K_{i}_{g}", Zn, f"bk_{i}_{g}")
+            if arch.qk_norm:                                # QK-norm, before the rotations
+                q = ops.norm(q, blocks[f"qn_{i}_{h}"], arch.norm)
+                k = ops.norm(k, blocks[f"kn_{i}_{g}"], arch.norm)
+            if rotated[i - 1]:                              # rotary positions
+                q, k = ops.rotate(q, rotated[i - 1]), ops.rotate(k, rotated[i - 1])
             scores = ops.scores(q, k)                       # scores_ji = q_j^T k_i
             if arch.attention == "softmax":
                 scores = ops.softmax(scores, arch.temperature, arch.causal) if arch.causal else \
@@ -268,9 +321,10 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             out = head if out is None else ops.add(out, head)
         if f"bo_{i}" in blocks:
             out = ops.shift(out, blocks[f"bo_{i}"])
-        Z = ops.add(Z, out) if arch.residual else out
+        Z_in, Z = Z, (ops.add(Z, out) if arch.residual else out)
         if arch.mlp_widths[i - 1] > 0:
-            Yn = ops.norm(Z, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Z
+            Y = Z_in if arch.parallel else Z               # parallel: the MLP reads the input too
+            Yn = ops.norm(Y, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Y
             if arch.mlp_kind == "gated":
                 hidden = ops.mul(ops.activate(affine(f"G_{i}", Yn, f"bg_{i}"), arch.activation),
                                  affine(f"P_{i}", Yn, f"bp_{i}"))
@@ -278,6 +332,10 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
                 hidden = ops.activate(affine(f"P_{i}", Yn, f"bp_{i}"), arch.activation)
             out = affine(f"U_{i}", hidden, f"bu_{i}")
             Z = ops.add(Z, out) if arch.residual else out
+    if arch.final_norm:
+        Z = ops.norm(Z, blocks["f"], arch.norm)
+    if arch.vocab is not None:                              # logits L Z, or E Z when tied
+        Z = ops.linear(blocks["E" if arch.tied else "L"], Z)
     return Z
 
 

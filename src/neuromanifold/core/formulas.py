@@ -216,10 +216,16 @@ def ambient_bound(arch: Architecture) -> int | None:
     (x) R^d, linear in the weights, so dim <= d' d d (d + 1) / 2; with t = 1 only the symmetric
     cubic T(z, z, z) matters: dim <= d' (d + 2 choose 3). A causal mask or grouped key/value
     heads keep the output a linear image of the same T; biases do not (None).
+    With a vocabulary (any network) the inputs are the V^t token sequences and the outputs V x t
+    logits, so the map lies in R^{V^t V t}.
     """
+    if arch.vocab is not None:   # a finite input set: V^t sequences, V t logits each
+        return arch.vocab ** arch.tokens * arch.vocab * arch.tokens
     if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
         return None
     if arch.bias:  # biases make the layer an inhomogeneous cubic: not in that space
+        return None
+    if arch.positions != "none":  # position-dependent (rope) or inhomogeneous (learned): no T
         return None
     d, d_out = arch.widths
     if arch.tokens == 1:
@@ -250,7 +256,8 @@ def block_formula(arch: Architecture) -> FormulaValue:
     v = min(d, d_out) if arch.values is None else min(arch.values[0], d, d_out)
     holds = (arch.n_layers == 1 and arch.attention == "lightning" and arch.mlp is None
              and arch.norm == "none" and arch.tokens >= 2 and not arch.causal
-             and arch.kv_heads is None and not arch.bias
+             and arch.kv_heads is None and not arch.bias and arch.positions == "none"
+             and arch.vocab is None
              and v == min(d, d_out) and (H == 1 or d_out >= 2))
     if not holds:
         return FormulaValue(NO_FORMULA, arch.n_params, False,

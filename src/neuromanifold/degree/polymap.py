@@ -41,6 +41,13 @@ def check_polynomial(arch: Architecture) -> Architecture:
     if not isinstance(arch, Architecture):
         raise TypeError(f"`arch` must be an Architecture; got {type(arch).__name__}. "
                         "Build one with neuromanifold.Architecture(widths, keys, tokens).")
+    if arch.positions == "rope":
+        raise bad_value("positions", "'none' or 'learned' for a degree (rotary rotations have "
+                        "rational, not integer, entries; the degree engine works with integer "
+                        "polynomials)", arch.positions, "Use --positions none or learned.")
+    if arch.vocab is not None:
+        raise bad_value("vocab", "left out for a degree (the degree engine takes continuous "
+                        "inputs, not token ids)", arch.vocab, "Drop --vocab.")
     if not arch.is_polynomial:
         name, got, fix = (("attention", arch.attention, "Use --attention lightning.")
                           if arch.attention != "lightning" else

@@ -33,6 +33,7 @@ import torch
 
 from ..core.architecture import Architecture, check_architecture
 from ..core.checks import check_int, check_seed
+from ..core.tokens import covering_count
 from ..core.parameters import LayerWeights
 from ..core.seeds import seeded_generator
 from ..symmetries.paper import symmetry_tangents
@@ -308,8 +309,11 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
     fields.update(more)
     t_upper = time.perf_counter() - t_start
     say(f"upper bound n_params - rank_p(kernel directions) = {upper} ({t_upper:.1f} s)")
-    per_sample = arch.widths[-1] * arch.tokens
+    per_sample = arch.output_width * arch.tokens
     n = samples if samples is not None else max(1, math.ceil(ROW_FACTOR * upper / per_sample) + 1)
+    if arch.n_sequences is not None and samples is None:
+        # token ids: every id in the first samples (`tokens.covering_sequences`), at most V^t
+        n = min(max(n, covering_count(arch)), arch.n_sequences)
     t_float = 0.0
     for attempt in range(2):
         t0 = time.perf_counter()
@@ -318,9 +322,9 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
         # The upper bound is the only rank that can certify: try it first (with twice the
         # samples if that fails); then fall back to the float rank read by the gap rule.
         ball = prove_rank(J, upper, evaluate, precision=precision, progress=say)
-        if ball.proved or samples is not None or attempt == 1:
+        if ball.proved or samples is not None or attempt == 1 or n == arch.n_sequences:
             break
-        n *= 2
+        n = n * 2 if arch.n_sequences is None else min(2 * n, arch.n_sequences)
         say(f"not proved at rank {upper}; retrying with N = {n} samples")
     if not ball.proved:
         sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))

@@ -35,14 +35,16 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
-from ..core.formulas import block_formula, effective_width, expected_dim
+from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim
 from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, blocks_of, causal_mask,
                            check_block_weights, flatten_blocks, layer_weights_of,
                            random_block_weights)
 from ..symmetries.catalogue import FLOAT_OPS
 from ..symmetries.registry import tangent_rows
 from ..core.parameters import score_factor
+from ..core.positions import rotary_fractions
 from ..core.seeds import seeded_generator
+from ..core.tokens import input_stream
 from ..errors import ComputationError
 from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, certify_rank,
                    left_multiply, softmax_upper_bound, to_dyadic, to_residues, upper_bound_at)
@@ -156,16 +158,38 @@ class BallDual:
         return Dual(A.x * m, None if A.dx is None else A.dx * m)
 
     def shift(self, A: Dual, b: Param) -> Dual:
-        """A + b 1^T, with db = the unit directions b owns (every token)."""
+        """A + b for a parameter block b: a bias column (d x 1, every token) or learned positions
+        (d x t), with db = the unit directions b owns."""
         dx = (np.zeros((self.k,) + A.x.shape, dtype=object) if A.dx is None else A.dx.copy())
-        for j, r, _ in b.seeds:
-            dx[j, r] += 1
+        column = b.x.shape[1] == 1
+        for j, r, c in b.seeds:
+            if column:
+                dx[j, r] += 1
+            else:
+                dx[j, r, c] += 1
         return Dual(A.x + b.x, dx)
 
     def mul(self, A: Dual, B: Dual) -> Dual:
         """Entrywise (a b, da b + a db) (a gated MLP)."""
         return Dual(A.x * B.x, _plus(None if A.dx is None else A.dx * B.x,
                                      None if B.dx is None else A.x * B.dx))
+
+    def embed(self, E: Param, X: Dual) -> Dual:
+        """E^T X (one-hot token columns to embeddings), with dE = the unit directions E owns."""
+        dx = np.zeros((self.k, E.x.shape[1], X.x.shape[1]), dtype=object)
+        for j, r, c in E.seeds:
+            dx[j, c] += X.x[r]
+        return Dual(E.x.T @ X.x, dx)
+
+    def rotate(self, x: Dual, pairs: int) -> Dual:
+        """Token i's column times R^i, the rational rotations as exact balls."""
+        a, t = x.x.shape
+        R = [np.array([[flint.arb(Fraction(v).numerator) / Fraction(v).denominator for v in row]
+                       for row in M], dtype=object) for M in rotary_fractions(a, pairs, t)]
+        value = np.stack([R[i] @ x.x[:, i] for i in range(t)], axis=-1)
+        if x.dx is None:
+            return Dual(value, None)
+        return Dual(value, np.stack([x.dx[:, :, i] @ R[i].T for i in range(t)], axis=-1))
 
     def norm(self, Z: Dual, gain: Param, kind: str) -> Dual:
         """g * N(Z), with dg = the unit directions g owns."""
@@ -233,7 +257,7 @@ def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: 
                         progress: Progress | None = None) -> np.ndarray:
     """J[rows, cols] of W -> (phi_W(X_n))_n (rows ordered (n, d_l, t) as `block_jacobian`), in arb;
     only the samples that own a chosen row are evaluated."""
-    per_sample = arch.widths[-1] * arch.tokens
+    per_sample = arch.output_width * arch.tokens
     samples = sorted({row // per_sample for row in rows})
     where = {n: m for m, n in enumerate(samples)}
     _, tangents = ball_block_forward(arch, blocks, X[samples], cols, progress)
@@ -252,8 +276,7 @@ def rational_point(arch: Architecture, seed: int, n_samples: int
     blocks = {name: to_dyadic(t / c) * c if name[0] in "QK" else to_dyadic(t)
               for name, t in random_block_weights(arch, seed).items()}
     gen = seeded_generator(seed, "certified-inputs")
-    X = to_dyadic(torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen,
-                            dtype=torch.float64))
+    X = to_dyadic(input_stream(arch, gen)(n_samples))  # one-hot token ids are exact already
     return blocks, X
 
 
@@ -315,8 +338,13 @@ def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = No
     if arch.is_block:
         def upper_bound(seed: int):
             upper, families = block_upper_bound(arch, seed, prime)
-            return upper, ["upper bound families (incremental rank over F_p): " + ", ".join(
-                f"{k}: {v}" for k, v in families.items() if v)], {"symmetries": families}
+            notes = ["upper bound families (incremental rank over F_p): " + ", ".join(
+                f"{k}: {v}" for k, v in families.items() if v)]
+            if arch.vocab is not None and ambient_bound(arch) < upper:
+                # token ids: the map lies in R^{V^t V t} (`formulas.ambient_bound`), proven
+                upper = ambient_bound(arch)
+                notes.append(f"ambient bound V^t V t = {upper} (a finite input set)")
+            return upper, notes, {"symmetries": families}
         formula = block_formula(arch)
         fields = {"formula": formula, "conjecture": formula}
     else:

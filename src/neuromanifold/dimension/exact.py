@@ -30,6 +30,7 @@ from ..core.formulas import effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
+from ..core.tokens import covering_count, input_stream
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
 from .plan import Plan, exact_plan
 from .fp_dual import degree_bound as dual_degree_bound
@@ -38,6 +39,9 @@ from ..symmetries.registry import tangent_rows
 from ..core.formulas import ambient_bound
 from ..core.formulas import block_formula
 from .fp import pivot_columns_mod_p
+
+# Token-id inputs: up to this many sequences, the exact rank is taken over all of them at once.
+_ALL_SEQUENCES = 4096
 
 # Measurements of the exact block rank before it stops (status `stopped`): each round adds half
 # of N, and a generic rank is met within two or three.
@@ -314,14 +318,26 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
     bounds = [b for b in (symmetry_upper, ambient if certify else None) if b is not None]
     upper = min(bounds) if bounds else None
     target = arch.n_params if upper is None else upper
-    rows_per_sample = arch.widths[-1] * arch.tokens
+    rows_per_sample = arch.output_width * arch.tokens
     n_target = samples or max(1, math.ceil((target + max(8, 0.05 * target)) / rows_per_sample))
+    tokens = None
+    if arch.vocab is not None:  # token ids: distinct one-hot sequences, at most V^t of them
+        draw = input_stream(arch, gen, torch.int64)
+        tokens = draw.tokens
+        if samples is not None and samples > arch.n_sequences:
+            raise bad_value("samples", f"at most V^t = {arch.n_sequences} for {arch}", samples,
+                            f"Pass --samples {arch.n_sequences} or fewer, or leave it out.")
+        if samples is None:   # every token id in the first samples, or every sequence
+            n_target = max(n_target, covering_count(arch))
+            if arch.n_sequences <= _ALL_SEQUENCES:
+                n_target = arch.n_sequences
     matrices: list[torch.Tensor] = []
     clock = {"jacobian": 0.0, "rank": 0.0, "n": 0}
 
     def add(n_done: int, n_target: int) -> None:
         t0 = time.perf_counter()
-        X = random_residues((n_target - n_done, arch.widths[0], arch.tokens), p, gen)
+        X = (random_residues((n_target - n_done, arch.widths[0], arch.tokens), p, gen)
+             if tokens is None else draw(n_target - n_done))
         J = jacobian_mod_p(arch, blocks, X, p)
         if certify and not matrices and tangents.shape[0]:
             # Every tangent must lie in ker J before its columns are dropped (NOTE in exact.py).
@@ -342,12 +358,16 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
 
     grown = grow_samples(n_target, add, measure, upper=upper, fixed=samples is not None,
                          next_target=lambda n_done, _rank: n_done + max(2, math.ceil(0.5 * n_done)),
-                         max_rounds=_MAX_ROUNDS, say=say)
+                         max_rounds=_MAX_ROUNDS, finite=arch.n_sequences, say=say)
     rank, n_done, history = grown.rank, grown.n_done, grown.history
     t_jac, t_rank = clock["jacobian"], clock["rank"]
     certified = upper is not None and rank == upper
-    saturated = grown.reason == "saturated"
+    # With token ids a batch of fresh sequences adding nothing proves no saturation (they are not
+    # uniform over F_p); only every sequence used leaves W as the one random variable.
+    saturated = (grown.reason == "saturated" and tokens is None) or grown.reason == "exhausted"
     prob = 0.0 if certified else (min(1.0, target * dual_degree_bound(arch) / p) if saturated else None)
+    if tokens is not None:
+        notes.append(tokens.note())
     if certify:
         notes.append(f"upper bounds: symmetries {symmetry_upper}"
                      + (f", ambient {ambient}" if ambient is not None else ", ambient: none known"))

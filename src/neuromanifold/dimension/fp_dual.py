@@ -12,11 +12,14 @@ reads its rank for networks beyond the paper's model, with the registry's tangen
 
 from __future__ import annotations
 
+from fractions import Fraction
+from functools import lru_cache
 
 import torch
 
 from ..core.architecture import Architecture
 from ..core.blocks import Dual, block_forward, block_layout, causal_mask
+from ..core.positions import rotary_fractions
 from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
@@ -43,6 +46,22 @@ def fp_ops(p: int) -> TangentOps:
     return TangentOps(mm=lambda A, B: matmul_mod(A, B, p), add=lambda A, B: (A + B).remainder(p),
                       neg=lambda x: (-x).remainder(p), inv=inv,
                       times=lambda c, x: (c * x).remainder(p), kernel=kernel)
+
+
+@lru_cache(maxsize=64)
+def rotary_residues(a: int, pairs: int, tokens: int, p: int) -> torch.Tensor:
+    """R^0..R^{t-1} (t, a, a) mod p: each rational entry n/m as n m^{-1} mod p (m a power of a
+    Pythagorean hypotenuse, never 0 mod a word prime p > 2^30)."""
+    out = torch.zeros((tokens, a, a), dtype=torch.int64)
+    for i, M in enumerate(rotary_fractions(a, pairs, tokens)):
+        for r, row in enumerate(M):
+            for c, v in enumerate(row):
+                v = Fraction(v)
+                if v.denominator % p == 0:
+                    raise ComputationError(f"a rotary denominator {v.denominator} is 0 mod {p}; "
+                                           "use a larger --prime.")
+                out[i, r, c] = v.numerator % p * pow(v.denominator, -1, p) % p
+    return out
 
 
 def random_blocks_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -92,7 +111,9 @@ class FpDual:
         return Dual(A.x * m, None if A.dx is None else A.dx * m)
 
     def shift(self, A: Dual, b: Dual) -> Dual:
-        """A + b 1^T mod p; b's tangents (k, 1, d, 1) are spread over the samples and tokens."""
+        """A + b mod p for a parameter block b: a bias column (d x 1, added to every token) or
+        learned positions (d x t); b's tangents (k, 1, d, c) are spread over the samples (and the
+        tokens for a column)."""
         x = (A.x + b.x).remainder(self.p)
         if b.dx is None:
             return Dual(x, A.dx)
@@ -108,6 +129,21 @@ class FpDual:
         parts = [t for t in parts if t is not None]
         dx = None if not parts else (parts[0] if len(parts) == 1 else (parts[0] + parts[1]).remainder(p))
         return Dual((A.x * B.x).remainder(p), dx)
+
+    def embed(self, E: Dual, X: Dual) -> Dual:
+        """E^T X mod p: one-hot token columns to their embeddings."""
+        return _mm(_t(E), X, self.p)
+
+    def rotate(self, x: Dual, pairs: int) -> Dual:
+        """Token i's column times R^i mod p (rational rotary entries reduced exactly)."""
+        a, t = x.x.shape[-2], x.x.shape[-1]
+        R = rotary_residues(a, pairs, t, self.p)
+
+        def apply(v):
+            cols = v.transpose(-1, -2).unsqueeze(-1).contiguous()      # (..., t, a, 1)
+            return matmul_mod(R, cols, self.p).squeeze(-1).transpose(-1, -2)
+
+        return Dual(apply(x.x), None if x.dx is None else apply(x.dx))
 
     def activate(self, A: Dual, kind: str) -> Dual:
         """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
@@ -139,8 +175,8 @@ def forward_dual_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
 def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor, p: int
                    ) -> torch.Tensor:
     """J mod p, shape (N d_l t, n_params), rows ordered (n, d_l, t)."""
-    per_direction = X.shape[0] * arch.tokens * (max(arch.widths + tuple(arch.mlp_widths)) + arch.tokens) \
-        * 4 * sum(arch.head_counts)
+    widest = max(arch.widths + tuple(arch.mlp_widths) + (arch.input_width, arch.output_width))
+    per_direction = X.shape[0] * arch.tokens * (widest + arch.tokens) * 4 * sum(arch.head_counts)
     chunk = max(1, _CHUNK_ENTRIES // max(per_direction, 1))
     cols = []
     for start in range(0, arch.n_params, chunk):

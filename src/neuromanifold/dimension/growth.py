@@ -7,6 +7,8 @@ A rank path adds samples (rows of the Jacobian) in batches and measures the rank
 - `saturated`: a batch of at least `MIN_BATCH` fresh samples added no rank (see
   docs/lightning_dimension.md for why this means saturation, and with what probability over F_p);
 - `fixed`: the caller fixed N;
+- `exhausted`: a finite input set (token ids: V^t sequences) is used up, so the rank is over
+  every input there is;
 - `cap`: the next batch would pass a cap on samples, memory, time or rounds. A result stopped
   there says so (status `stopped`): its rank is a lower bound at best.
 
@@ -53,7 +55,7 @@ class Growth:
     measurement: Any
     rank: int
     n_done: int
-    reason: str  # "bound", "saturated", "fixed" or "cap"
+    reason: str  # "bound", "saturated", "fixed", "exhausted" or "cap"
     detail: str = ""
     last_batch: int = 0
     rounds: int = 0
@@ -67,6 +69,7 @@ def grow_samples(first: int, add: Callable[[int, int], None], measure: Callable[
                  max_samples: int | None = None, max_bytes: int | None = None,
                  bytes_per_sample: int = 0, max_seconds: float | None = None,
                  max_rounds: int | None = None, min_batch: int = MIN_BATCH,
+                 finite: int | None = None,
                  say: Callable[[str], None] = lambda _msg: None) -> Growth:
     """Add samples (`add(n_done, n_target)`) and `measure` until one of the stop reasons holds.
 
@@ -75,9 +78,12 @@ def grow_samples(first: int, add: Callable[[int, int], None], measure: Callable[
     `clear(measurement)` says whether a reading may end the loop (floats: a clear gap).
     Caps: `max_samples` on N, `max_bytes` on N * `bytes_per_sample`, `max_seconds` on the time
     spent so far, `max_rounds` on the measurements; the loop stops with reason `cap` when the
-    next batch would pass one.
+    next batch would pass one. `finite`: the number of distinct inputs there are (N never
+    passes it; reason `exhausted` once every one is used).
     """
     start = time.perf_counter()
+    if finite is not None:
+        first = min(first, finite)
     n_done, target, previous, history, rounds = 0, first, None, [], 0
     while True:
         add(n_done, target)
@@ -93,10 +99,14 @@ def grow_samples(first: int, add: Callable[[int, int], None], measure: Callable[
             done = ("saturated", f"a batch of {batch} fresh samples added no rank at N = {n_done}")
         elif fixed:
             done = ("fixed", f"N = {n_done} fixed by the caller")
+        elif finite is not None and n_done >= finite and ok:
+            done = ("exhausted", f"every one of the {finite} distinct inputs used at N = {n_done}")
         else:
             nxt = max(next_target(n_done, rank), n_done + min_batch)
             if max_samples is not None:
                 nxt = min(nxt, max_samples)
+            if finite is not None:
+                nxt = min(nxt, finite)
             if max_bytes is not None and bytes_per_sample > 0:
                 nxt = min(nxt, max_bytes // bytes_per_sample)
             elapsed = time.perf_counter() - start
@@ -104,7 +114,7 @@ def grow_samples(first: int, add: Callable[[int, int], None], measure: Callable[
                 done = ("cap", f"time cap of {max_seconds:g} s reached after {elapsed:.1f} s at N = {n_done}")
             elif max_rounds is not None and len(history) >= max_rounds:
                 done = ("cap", f"round cap of {max_rounds} reached at N = {n_done}")
-            elif nxt < n_done + min_batch:
+            elif nxt < n_done + min_batch and not (finite is not None and n_done < nxt == finite):
                 which = ("sample cap" if max_samples is not None and n_done + min_batch > max_samples
                          else "memory cap")
                 done = ("cap", f"{which} reached at N = {n_done} (max_samples = {max_samples}, "

@@ -288,7 +288,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
 def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
     """N of the numerical path's first pass (`numerical.initial_samples`), or `samples`."""
     _, upper = _upper_guess(arch)
-    per_sample = arch.tokens * arch.widths[-1]
+    per_sample = arch.tokens * arch.output_width
     first = max(2, math.ceil(2 * upper / per_sample) + 1)
     return samples if samples is not None else max(first, min_samples or 0)
 
@@ -317,7 +317,7 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
     applies)."""
     P = arch.n_params
     n_tangents, cols = _upper_guess(arch)
-    block_rows = n_block * arch.tokens * arch.widths[-1]
+    block_rows = n_block * arch.tokens * arch.output_width
     per_row = P + n_block * arch.tokens * max(arch.widths) * 6 * arch.n_layers
     intermediates = max(min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8),
                         attention_work_bytes(arch, n_block))
@@ -331,7 +331,7 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
 
 def _block_samples(arch: Architecture) -> int:
     """Samples in one block of rows (`NUMERICAL_ROW_BLOCK_BYTES` of full Jacobian rows)."""
-    return max(1, NUMERICAL_ROW_BLOCK_BYTES // (arch.tokens * arch.widths[-1] * arch.n_params * 8))
+    return max(1, NUMERICAL_ROW_BLOCK_BYTES // (arch.tokens * arch.output_width * arch.n_params * 8))
 
 
 def numerical_estimate(arch: Architecture, samples: int | None = None,
@@ -343,7 +343,7 @@ def numerical_estimate(arch: Architecture, samples: int | None = None,
         return _eliminated_estimate(arch, _valid_samples(samples), min_samples)
     P = arch.n_params
     _, upper = _upper_guess(arch)
-    per_sample = arch.tokens * arch.widths[-1]
+    per_sample = arch.tokens * arch.output_width
     N = _first_samples(arch, _valid_samples(samples), min_samples)
     rows = N * per_sample
     cols = upper
@@ -399,7 +399,7 @@ def dask_worker_estimate(arch: Architecture, samples: int | None = None) -> Memo
     applies, and the worker process itself. Factors waiting on a worker for their tree step are
     not counted (Dask spills them to disk past its memory target)."""
     _, cols = _upper_guess(arch)
-    per_sample = arch.tokens * arch.widths[-1]
+    per_sample = arch.tokens * arch.output_width
     N = _first_samples(arch, _valid_samples(samples), None)
     n_chunk = max(1, min(N, (2 * cols) // per_sample))
     parts = {"torch": BASE_BYTES, "dask worker": DASK_WORKER_BYTES,

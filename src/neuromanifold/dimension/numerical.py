@@ -23,6 +23,7 @@ from ..core.formulas import ambient_bound, block_formula, effective_width, expec
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
+from ..core.tokens import covering_count, input_stream
 from .memory import (NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
                      NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
@@ -73,12 +74,14 @@ def say_device(dev: torch.device, say: Progress) -> None:
 
 def initial_samples(arch: Architecture, upper_bound: int) -> int:
     """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
-    return first_target(upper_bound, arch.tokens * arch.widths[-1])
+    return first_target(upper_bound, arch.tokens * arch.output_width)
 
 
 def min_samples_required(arch: Architecture) -> int:
-    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count."""
-    return math.ceil(arch.n_params / (arch.tokens * arch.widths[-1]))
+    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count
+    (V for d_l with logits), and at most V^t, the inputs a vocabulary allows."""
+    floor = math.ceil(arch.n_params / (arch.tokens * arch.output_width))
+    return floor if arch.n_sequences is None else min(floor, arch.n_sequences)
 
 
 def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,
@@ -113,6 +116,9 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     seed = check_seed(seed)
     backend = check_backend(backend, scheduler)
     route = check_choice("route", route, ROUTES)
+    if backend == "dask" and arch.vocab is not None:
+        raise bad_value("backend", "'local' with a vocabulary (token-id inputs)", backend,
+                        "Drop --backend dask.")
     if backend == "dask" and route == "eliminate":
         raise bad_value("route", "'auto' or 'full' with the dask backend", route,
                         "The elimination runs in this process; use backend 'local'.")
@@ -125,6 +131,10 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     floor = min_samples_required(arch)
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix=f"Pass --samples {floor} or more.")
+        if arch.n_sequences is not None and samples > arch.n_sequences:
+            raise bad_value("samples", f"at most V^t = {arch.n_sequences} (the distinct token "
+                            f"sequences of {arch})", samples,
+                            f"Pass --samples {arch.n_sequences} or fewer, or leave it out.")
         if samples < floor:
             raise bad_value(
                 "samples", f"at least {floor} for {arch} (N t d_l >= n_params = {arch.n_params})",
@@ -330,7 +340,8 @@ def norm_eps_doubt(arch: Architecture, rank: int, upper: int) -> str | None:
     rescales what a norm reads changes the map only through the norm's eps (`core.blocks.NORM_EPS`),
     so the Jacobian can have singular values of that order that the gap rule reads as zero
     (measured: widths 4,4, keys 1, 3 heads, gelu MLP 3, rmsnorm, t = 1, softmax: 33 `settled` with
-    an 8.4-decade gap, sigma_r+1 = 8e-11, where balls prove 34). The model constant must not hide
+    an 8.4-decade gap, sigma_r+1 = 8e-11, where balls prove 34; with QK-norm, q -> c q changes
+    N(q) by O(eps / mean q^2) only: 50 read with a 5.6-decade gap where balls prove 52). The model constant must not hide
     directions: such a rank is not settled, and `auto` escalates it to the certified path. (A relu
     network's reading below the bound is a `lower-bound` already, which eps can only make truer.)"""
     if arch.norm == "none" or rank >= upper:
@@ -351,7 +362,8 @@ def _decoder_late_checks(arch: Architecture, rank: int, n_samples: int, seed: in
     probability one): a larger exact rank shows that float64 lost directions (measured: a causal
     3-layer lightning network with square MLPs, degree 216 in its inputs, read 3 `settled` at
     several seeds where the certified dimension is 27). Other networks keep the rules they had."""
-    if not (arch.is_block and arch.has_decoder_options and arch.is_polynomial):
+    if not (arch.is_block and arch.has_decoder_options and arch.is_polynomial
+            and arch.vocab is None):
         return []
     if n_samples * arch.widths[-1] * arch.tokens * arch.n_params > _LATE_EXACT_ENTRIES:
         return []
@@ -383,7 +395,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
     n_cols = symmetry_upper  # ranks are read off J Q2, the Jacobian on the complement of the tangents
     rules = NetworkRules.of(arch, getattr(source, "ambient", None), symmetry_upper)
     upper = rules.upper
-    rows_per_sample = arch.tokens * arch.widths[-1]
+    rows_per_sample = arch.tokens * arch.output_width
     first = first_target(upper, rows_per_sample, least=rules.least_first)
     block = max(1, NUMERICAL_ROW_BLOCK_BYTES // (rows_per_sample * arch.n_params * 8))
     elim = getattr(source, "eliminated", None)
@@ -398,7 +410,13 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target = max(first, min_samples or 0)
     if max_samples is None:
         max_samples = default_max_samples(target)
-    gen = seeded_generator(seed, "inputs")
+    if arch.n_sequences is not None and samples is None:
+        # every token id in the first samples (`tokens.covering_sequences`), or, few enough
+        # token sequences, the rank over all of them
+        target = max(target, covering_count(arch))
+        if arch.n_sequences <= max(max_samples, target):
+            target = arch.n_sequences
+    draw = input_stream(arch, seeded_generator(seed, "inputs"))
 
     state = {"rank": 0.0, "offset": 0, "input": None, "saturation": (0, 0)}
     # The sources' point, for the saturation test (NOTE: [saturated softmax]); softmax only.
@@ -410,8 +428,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         state["n"] = n_target
         while n_done < n_target:
             n_new = min(block, n_target - n_done)
-            X = torch.randn((n_new, arch.widths[0], arch.tokens), generator=gen,
-                            dtype=torch.float64).to(dev)
+            X = draw(n_new).to(dev)
             if probe is not None:
                 record = []
                 with torch.no_grad():
@@ -453,7 +470,7 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         target, add, measure, rank_of=lambda nr: nr.rank + state["offset"], upper=upper,
         fixed=samples is not None, next_target=grow_by_half,
         clear=clear, max_samples=max_samples,
-        max_seconds=max_seconds, min_batch=rules.min_batch, say=say)
+        max_seconds=max_seconds, min_batch=rules.min_batch, finite=arch.n_sequences, say=say)
     nr, n_done, history = grown.measurement, grown.n_done, grown.history
     t_rank, leak = state["rank"], source.leak
     if source.backend is None:
@@ -471,6 +488,8 @@ def _grow_and_read(arch: Architecture, source, *, samples, seed, dev, min_gap, m
         late_checks=_decoder_late_checks(arch, rank, n_done, seed),
         bound_name=rules.bound_name, piecewise=rules.piecewise)
     notes = [source.note()] + rules.notes + verdict_notes
+    if draw.tokens is not None:
+        notes.append(draw.tokens.note())
     message = unsettled_message(str(arch), rank, status, notes)
     if message:
         warnings.warn(message, AmbiguousRankWarning, stacklevel=2)

@@ -118,6 +118,9 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     from .api import ESCALATE_GAP_DECADES, cap_samples  # noqa: PLC0415
 
     check_architecture(arch)
+    if arch.vocab is not None:
+        raise bad_value("arch", "a network without a vocabulary for the rank at given weights",
+                        str(arch), "Use neuromanifold_dim for networks with token-id inputs.")
     method = check_choice("method", method, POINT_METHODS)
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(

@@ -8,7 +8,7 @@ One rule serves the numerical engine (`numerical.numerical_dim`, every network) 
 3. every doubt the engine measured (a saturated softmax point, an unclear elimination) makes it
    `ambiguous`;
 4. N must have stopped growing for a reason that shows saturation (`growth.grow_samples`:
-   `bound` or `saturated`). N fixed by the caller: `ambiguous`. A cap: `stopped` when every
+   `bound` or `saturated`, or `exhausted`: every input of a finite input set used). N fixed by the caller: `ambiguous`. A cap: `stopped` when every
    reading so far was clear (the rank was still growing), else `ambiguous`;
 5. a reading that would settle below the upper bound goes through the engine's late checks (in
    order, each run only if the ones before found nothing: they may cost a Jacobian), any of which
@@ -74,6 +74,8 @@ def numerical_verdict(reading, rank: int, upper: int, min_gap: float, reason: st
     status = "ambiguous" if ambiguous else "settled"
     if reason in ("bound", "saturated"):
         notes.append(f"saturated in N: {bound_name if reason == 'bound' else STABLE}")
+    elif reason == "exhausted":
+        notes.append(f"every input used: {detail}")
     elif reason == "fixed":
         status = "ambiguous"
         why = (f"rank {rank} is below the {bound_name} {upper} and" if rank < upper

@@ -209,6 +209,9 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
     of size <= 2^24, as `fibers.same_function` decides; numerical otherwise).
     """
     check_architecture(arch)
+    if arch.vocab is not None:
+        raise bad_value("arch", "a network without a vocabulary (token-id inputs are not compared "
+                        "here)", str(arch), "Compare the networks without --vocab.")
     for name, blocks in (("weights", weights), ("other", other)):
         check_block_weights(arch, blocks, name)
     method = check_choice("method", method, ("auto", "exact", "numerical"))

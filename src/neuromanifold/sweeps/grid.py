@@ -21,6 +21,13 @@ Transformer-block options (docs/blocks.md), all optional; their defaults give th
     activation = ["square", "relu"]                 # default ["square"]
     norm       = ["none", "layernorm", "rmsnorm"]   # default ["none"]
 
+Decoder features (docs/decoder_features.md), all optional, defaults leave the network unchanged:
+
+    positions  = ["none", "learned", "rope"]        # default ["none"]
+    rope_pairs = [[1, 1]]                           # pairs rotated per layer; default all
+    vocab      = [5]                                # token ids and logits; default none
+    tied = [false, true]; qk_norm = [false]; final_norm = [false]; parallel = [false]
+
 Combinations that do not make an architecture (a list without one entry per layer, a residual
 with changing widths, an exact method of a network that is not polynomial) are skipped.
 
@@ -44,12 +51,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..core.architecture import ACTIVATIONS, NORMS, Architecture
+from ..core.architecture import ACTIVATIONS, NORMS, POSITIONS, Architecture
 from ..core.checks import ATTENTION_KINDS, METHODS, bad_value
 from ..core.limits import MAX_LAYERS, MAX_TOKENS, MAX_WIDTH
 from ..errors import InputError
 
 BLOCK_KEYS = ("heads", "values", "residual", "mlp", "activation", "norm")
+# Decoder features (docs/decoder_features.md): scalar or per-layer lists, absent = default.
+DECODER_KEYS = ("positions", "rope_pairs", "vocab", "tied", "qk_norm", "final_norm", "parallel")
+BLOCK_KEYS = BLOCK_KEYS + DECODER_KEYS
 GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description") + BLOCK_KEYS
 REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
 # Range forms larger than this are refused (a typo such as range = [2, 60] would never finish).
@@ -251,28 +261,54 @@ def _block_options(source: str, table: dict, n_other: int = 1) -> list[dict]:
                           lambda v: v in ACTIVATIONS, '["square", "relu"]')
     norm = _scalars(source, "norm", table.get("norm", ["none"]), str, lambda v: v in NORMS,
                     '["none", "layernorm"]')
-    lists = (tuples("heads"), tuples("values"), residual, tuples("mlp"), activation, norm)
+    lists = (tuples("heads"), tuples("values"), residual, tuples("mlp"), activation, norm,
+             _decoder_options(source, table))
     n_blocks = math.prod(len(x) for x in lists)
     if n_blocks * n_other > MAX_GRID_ITEMS:
         raise _grid_error(source, "grid", f"at most {MAX_GRID_ITEMS} combinations",
                           n_blocks * n_other, "Split the grid into several files or narrow the "
                           "lists of block options (heads, values, mlp, ...).")
     out = []
-    for h, v, r, m, act, nm in itertools.product(*lists):
+    for h, v, r, m, act, nm, decoder in itertools.product(*lists):
         if h is not None and set(h) == {1}:
             h = None  # one head per layer is the paper's model
         if m is not None and set(m) == {0}:
             m = None
         if m is None:
             act = "square"  # the activation matters only with an MLP
-        option = {"heads": h, "values": v, "residual": r, "mlp": m, "activation": act, "norm": nm}
+        option = {"heads": h, "values": v, "residual": r, "mlp": m, "activation": act, "norm": nm,
+                  **decoder}
         out.append({k: x for k, x in option.items() if x not in BLOCK_DEFAULTS[k]})
     return out
 
 
 # Values that leave an item the paper's model (not written into item dicts or keys).
 BLOCK_DEFAULTS = {"heads": (None,), "values": (None,), "residual": (False,), "mlp": (None,),
-                  "activation": ("square",), "norm": ("none",)}
+                  "activation": ("square",), "norm": ("none",), "positions": ("none",),
+                  "rope_pairs": (None,), "vocab": (None,), "tied": (False,),
+                  "qk_norm": (False,), "final_norm": (False,), "parallel": (False,)}
+
+
+def _decoder_options(source: str, table: dict) -> list[dict]:
+    """The product of the grid's decoder-feature lists, as dicts of their values."""
+    def flags(name):
+        value = table.get(name, [False])
+        if not isinstance(value, list) or not value or not all(isinstance(v, bool) for v in value):
+            raise _grid_error(source, name, "a non-empty list of booleans", value,
+                              f"Write e.g. {name} = [false, true].")
+        return value
+    positions = _scalars(source, "positions", table.get("positions", ["none"]), str,
+                         lambda v: v in POSITIONS, '["none", "rope"]')
+    pairs = [None] if "rope_pairs" not in table else [tuple(v) for v in _scalars(
+        source, "rope_pairs", table["rope_pairs"], list,
+        lambda v: v and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v),
+        "[[1, 1]]")]
+    vocab = [None] if "vocab" not in table else _scalars(
+        source, "vocab", table["vocab"], int, lambda v: v >= 2, "[5]")
+    names = ("positions", "rope_pairs", "vocab", "tied", "qk_norm", "final_norm", "parallel")
+    return [dict(zip(names, combo)) for combo in itertools.product(
+        positions, pairs, vocab, flags("tied"), flags("qk_norm"), flags("final_norm"),
+        flags("parallel"))]
 
 
 def item_architecture(item: dict) -> Architecture:
@@ -281,7 +317,11 @@ def item_architecture(item: dict) -> Architecture:
                         item.get("temperature", 1.0), heads=item.get("heads"),
                         values=item.get("values"), residual=item.get("residual", False),
                         mlp=item.get("mlp"), activation=item.get("activation", "square"),
-                        norm=item.get("norm", "none"))
+                        norm=item.get("norm", "none"), positions=item.get("positions", "none"),
+                        rope_pairs=item.get("rope_pairs"), vocab=item.get("vocab"),
+                        tied=item.get("tied", False), qk_norm=item.get("qk_norm", False),
+                        final_norm=item.get("final_norm", False),
+                        parallel=item.get("parallel", False))
 
 
 def load_grid(spec: str | os.PathLike) -> Grid:

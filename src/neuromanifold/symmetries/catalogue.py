@@ -160,6 +160,34 @@ def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, z
                 put(parts)
 
 
+def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                              put) -> None:
+    """1'. rotary commutant (rotary positions, t >= 2): Q -> G Q, K -> G^{-T} K for G commuting
+    with the rotations, so q_j^T R^{i-j} k_i is unchanged: per rotated pair f, G = c I + s J on
+    the pair (J the quarter turn; distinct angles leave no block between pairs), and GL on the
+    a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too)."""
+    pairs = arch.rotated_pairs[i - 1]
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        q_name, k_name = f"Q_{i}_{h}", f"K_{i}_{h}"
+        Q, K = blocks[q_name], blocks[k_name]
+        for f in range(pairs):
+            p = 2 * f
+            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = identity on the pair
+            dQ[p], dQ[p + 1] = Q[p], Q[p + 1]
+            dK[p], dK[p + 1] = ops.neg(K[p]), ops.neg(K[p + 1])
+            put({q_name: dQ, k_name: dK})
+            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = J = [[0, -1], [1, 0]]
+            dQ[p], dQ[p + 1] = ops.neg(Q[p + 1]), Q[p]
+            dK[p], dK[p + 1] = ops.neg(K[p + 1]), K[p]              # -J^T K = J K
+            put({q_name: dQ, k_name: dK})
+        for r in range(2 * pairs, Q.shape[0]):
+            for s in range(2 * pairs, Q.shape[0]):
+                dQ, dK = zero[q_name].clone(), zero[k_name].clone()
+                dQ[r] = Q[s]
+                dK[s] = ops.neg(K[r])
+                put({q_name: dQ, k_name: dK})
+
+
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
     """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given; per group with
     kv_heads; the value bias follows W: bv -> G bv)."""
@@ -737,3 +765,204 @@ def _unseen(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put) -> N
 def _stage_gain(blocks: dict, readers: list[str], i: int) -> torch.Tensor:
     """The norm gain in front of a boundary's readers: n_i before the MLP, else g_{i+1}."""
     return blocks[f"n_{i}" if f"P_{i}" in readers else f"g_{i + 1}"][:, 0]
+
+
+# NOTE: [Stream basis changes with embeddings]
+# With a vocabulary and no norm, the stream the embedding writes (Z_0 = E^T X (+ T)) and the
+# one the logits read (L Z_l, or E Z_l tied) are read and written only by linear maps, so a
+# basis change of the stream there is invisible:
+#   untied, no residual: Z_0 -> G Z_0 (E -> E G^T, T -> G T, layer 1's readers R -> R G^-1),
+#     and Z_l -> H Z_l (layer l's last writers W -> H W, L -> L H^-1): GL(d_0) x GL(d_l);
+#   tied, no residual (d_0 = d_l): E -> E M, T -> M^T T, layer 1's readers R -> R M^-T, layer l's last
+#     writers W -> M^-1 W: E M (M^-1 Z_l) = E Z_l, R M^-T (M^T E^T X) = R E^T X: GL(d);
+#   residual, untied: the whole stream Z -> G Z: every writer (E -> E G^T, T, the heads' value
+#     outputs, U) times G, every reader (Q, K, the value inputs, P, L) times G^-1 (Z + f(Z) ->
+#     G Z + G f(Z) as f reads through R G^-1 and writes through G): GL(d);
+#   residual, tied: the same with L = E, so E G^T G Z_l = E Z_l needs G orthogonal: O(d).
+# The tangents at G = I + e Y (Y = E_rs, or E_rs - E_sr for O(d)) are linear in the weights.
+
+def stream_basis_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                          put) -> None:
+    """Basis changes of the stream at the embedding and the logits (NOTE: [Stream basis changes
+    with embeddings]): GL(d_0) x GL(d_l), GL(d) or O(d)."""
+    l = arch.n_layers
+    first_readers = _consumers(arch, blocks, 1)
+    last_writers = ([f"U_{l}"] if arch.mlp_widths[l - 1] > 0 else
+                    [_value_names(blocks, l, h)[1] for h in range(1, arch.head_counts[l - 1] + 1)])
+    inputs = ["T"] if "T" in blocks else []
+    d0, dl = arch.widths[0], arch.widths[-1]
+    if arch.tied and not arch.residual:
+        for r in range(d0):
+            for s in range(d0):
+                put(_tied_change(blocks, zero, first_readers, last_writers, r, s, ops))
+        return
+    if arch.residual:
+        readers, writers = [], list(inputs)
+        for i in range(1, l + 1):
+            readers += _consumers(arch, blocks, i)
+            writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+            if arch.mlp_widths[i - 1] > 0:
+                readers.append(f"P_{i}")
+                writers.append(f"U_{i}")
+        readers += [] if arch.tied else ["L"]
+        groups = [(d0, (writers, readers, ["E"]))]
+    else:
+        groups = [(d0, (inputs, first_readers, ["E"])), (dl, (last_writers, ["L"], []))]
+    for size, group in groups:
+        for r in range(size):
+            for s in range(size):
+                if not arch.tied:
+                    put(_unit_change(blocks, zero, group, r, s, ops))
+                elif r < s:   # tied with a residual: O(d), Y = E_rs - E_sr
+                    one = _unit_change(blocks, zero, group, r, s, ops)
+                    other = _unit_change(blocks, zero, group, s, r, ops)
+                    put({k: ops.add(one[k], ops.neg(other[k])) for k in one})
+
+
+def _accumulator(parts: dict, ops: TangentOps):
+    """put(name, d): add direction d to parts[name] (a block both read and written sums both)."""
+    def plus(name: str, d: torch.Tensor) -> None:
+        parts[name] = d if name not in parts else ops.add(parts[name], d)
+    return plus
+
+
+def _unit_change(blocks: dict, zero: dict, group, r: int, s: int, ops: TangentOps) -> dict:
+    """G = I + e E_rs on a stream: writers dW = E_rs W (row r is row s), readers
+    dR = -R E_rs (column s is -column r), embeddings (written through E^T) dE = E E_sr."""
+    writers, readers, embeddings = group
+    parts: dict = {}
+    plus = _accumulator(parts, ops)
+    for name in writers:
+        d = zero[name].clone()
+        d[r] = blocks[name][s]
+        plus(name, d)
+    for name in readers:
+        d = zero[name].clone()
+        d[:, s] = ops.neg(blocks[name][:, r])
+        plus(name, d)
+    for name in embeddings:
+        d = zero[name].clone()
+        d[:, r] = blocks[name][:, s]
+        plus(name, d)
+    return parts
+
+
+def _tied_change(blocks: dict, zero: dict, readers: list[str],
+                 writers: list[str], r: int, s: int, ops: TangentOps) -> dict:
+    """Tied, no residual: M = I + e E_rs: dE = E E_rs (column s is column r), positions
+    dT = E_sr T, layer 1's readers dR = -R E_sr (column r is -column s), layer l's last
+    writers dW = -E_rs W."""
+    parts: dict = {}
+    plus = _accumulator(parts, ops)
+    d = zero["E"].clone()
+    d[:, s] = blocks["E"][:, r]
+    plus("E", d)
+    if "T" in blocks:             # Z_0 = E^T X + T -> M^T Z_0: dT = E_sr T (row s is row r)
+        d = zero["T"].clone()
+        d[s] = blocks["T"][r]
+        plus("T", d)
+    for name in readers:
+        d = zero[name].clone()
+        d[:, r] = ops.neg(blocks[name][:, s])
+        plus(name, d)
+    for name in writers:
+        d = zero[name].clone()
+        d[r] = ops.neg(blocks[name][s])
+        plus(name, d)
+    return parts
+
+
+def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                     put) -> None:
+    """QK-norm gain balance: qn -> c qn, kn -> kn / c on one unrotated coordinate, or on both
+    coordinates of a rotated pair (a scalar on a pair commutes with its rotations): the score
+    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention."""
+    pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    a = arch.keys[i - 1]
+    groups = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
+    for h in range(1, arch.head_counts[i - 1] + 1):
+        qn, kn = f"qn_{i}_{h}", f"kn_{i}_{h}"
+        for group in groups:
+            dq, dk = zero[qn].clone(), zero[kn].clone()
+            for c in group:
+                dq[c] = blocks[qn][c]
+                dk[c] = ops.neg(blocks[kn][c])
+            put({qn: dq, kn: dk})
+
+
+def final_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict, put) -> None:
+    """Final norm gain (untied logits): f_k -> c f_k, column k of L / c, as L reads f * N(Z)
+    only; with layernorm also L + x (1/f)^T (N(Z) has zero mean), as family 9."""
+    for k in range(blocks["f"].shape[0]):
+        df, dL = zero["f"].clone(), zero["L"].clone()
+        df[k] = blocks["f"][k]
+        dL[:, k] = ops.neg(blocks["L"][:, k])
+        put({"f": df, "L": dL})
+    if arch.norm == "layernorm":
+        _mean_directions(blocks, "f", ["L"], ops, put)
+
+
+def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                             put) -> None:
+    """Orthogonal changes G of a residual stream behind norms, with embeddings: rmsnorm(G Z) =
+    G rmsnorm(Z) (layernorm too when G 1 = 1), so a reader R of D N(Z) (D = diag(gain)) becomes
+    R D G^-1 D^-1, every writer (E -> E G^T, T, the heads' value outputs, U) G times itself, and
+    the logits L -> L G^-1 (L F G^-1 F^-1 behind a final norm; tied: E G^T G = E, needing no
+    final norm). Tangents at G = I + e X, X antisymmetric (X 1 = 0 for layernorm)."""
+    d = arch.widths[0]
+    readers, writers = [], ["T"] if "T" in blocks else []
+    for i in range(1, arch.n_layers + 1):
+        readers += [(name, f"g_{i}") for name in _consumers(arch, blocks, i)]
+        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+        if arch.mlp_widths[i - 1] > 0:
+            readers.append((f"P_{i}", f"n_{i}"))
+            writers.append(f"U_{i}")
+    if not arch.tied:
+        readers.append(("L", "f" if arch.final_norm else None))
+    sample = blocks["E"]
+    if arch.norm == "layernorm":   # a basis of the complement of 1: e_r - e_{d-1}
+        eye = torch.eye(d, dtype=torch.int64)
+        basis = [eye[r] - eye[d - 1] for r in range(d - 1)]
+    else:
+        basis = list(torch.eye(d, dtype=torch.int64))
+    conjugators = {}
+    for _, gain in readers:
+        if gain is not None and gain not in conjugators:
+            g = torch.diag(blocks[gain][:, 0])
+            conjugators[gain] = (g, ops.inv(g))
+    for a in range(len(basis)):
+        for b in range(a + 1, len(basis)):
+            E = torch.outer(basis[a], basis[b]) - torch.outer(basis[b], basis[a])
+            X = (E > 0).to(sample.dtype) + ops.neg((E < 0).to(sample.dtype))
+            parts: dict = {}
+            plus = _accumulator(parts, ops)
+            for name in writers:
+                plus(name, ops.mm(X, blocks[name]))
+            plus("E", ops.neg(ops.mm(blocks["E"], X)))          # E X^T = -E X
+            for name, gain in readers:
+                inner = X if gain is None else ops.mm(ops.mm(conjugators[gain][0], X),
+                                                      conjugators[gain][1])
+                plus(name, ops.neg(ops.mm(blocks[name], inner)))
+            put(parts)
+
+
+def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                          put) -> None:
+    """A residual stream read only through layernorms (a final norm included): layernorm(Z + 1 y^T)
+    = layernorm(Z), so every writer M -> M + 1 x^T (the heads' value outputs, U, T; the
+    embedding E^T + 1 x^T, i.e. E + x 1^T, when untied) leaves the map unchanged."""
+    writers = ["T"] if "T" in blocks else []
+    for i in range(1, arch.n_layers + 1):
+        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
+        if arch.mlp_widths[i - 1] > 0:
+            writers.append(f"U_{i}")
+    for name in writers:
+        for c in range(blocks[name].shape[1]):
+            d = zero[name].clone()
+            d[:, c] = 1
+            put({name: d})
+    if "E" in blocks and not arch.tied:   # tied, E also reads: E (f * N) is not shift-free
+        for v in range(blocks["E"].shape[0]):
+            d = zero["E"].clone()
+            d[v] = 1
+            put({"E": d})

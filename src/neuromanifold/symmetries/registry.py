@@ -30,6 +30,9 @@ from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
 _DECODER = "docs/decoder_features.md"
+_POSITIONS = "docs/decoder_features.md#positions"
+_EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
+_NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,43 @@ def _lightning(arch: Architecture) -> bool:
     return arch.attention == "lightning"
 
 
+def _rotated(arch: Architecture, i: int) -> int:
+    """R_i, the pairs rotary positions rotate in layer i; 0 with one token (R^0 = I)."""
+    return arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+
+
+def _plain_heads(arch: Architecture) -> bool:
+    """One key/value map per head and no attention biases: what the per-head constructions of
+    the position and QK-norm families assume."""
+    return arch.kv_counts == arch.head_counts and not arch.bias
+
+
+def _plain_decoder(arch: Architecture) -> bool:
+    """No biases, groups or gates: what the stream families' constructions assume (they move
+    every writer and reader of the stream, not bias columns, shared maps or a gate)."""
+    return _plain_heads(arch) and not arch.mlp_bias and arch.mlp_kind == "plain"
+
+
 def _key_gl_count(arch: Architecture) -> int | None:
     """sum over heads (key/value groups with kv_heads) of a_i^2 when every a_i <= d_{i-1}
     (Lemma 3.1: GL(a) acts freely on full-rank (Q, K) with Q^T K fixed; a group's K_g alone has
-    full rank a); None otherwise (then rank A < a and the orbit is smaller)."""
-    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
+    full rank a); None otherwise (then rank A < a and the orbit is smaller), and None with rotary
+    positions (the rotary commutant replaces it in rotated layers)."""
+    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])) or any(
+            _rotated(arch, i) for i in range(1, arch.n_layers + 1)):
         return None
     return sum(G * a * a for G, a in zip(arch.kv_counts, arch.keys))
+
+
+def _rotary_count(arch: Architecture) -> int | None:
+    """sum over the heads of rotated layers of 2 R_i + (a_i - 2 R_i)^2 when every a_i <= d_{i-1}:
+    the commutant of the rotations (docs/decoder_features.md#positions) acts freely on
+    full-rank (Q, K); None otherwise."""
+    if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
+        return None
+    return sum(H * (2 * r + (a - 2 * r) ** 2) for i, (H, a) in
+               enumerate(zip(arch.head_counts, arch.keys), start=1)
+               if (r := _rotated(arch, i)))
 
 
 def _value_gl_count(arch: Architecture) -> int | None:
@@ -101,6 +134,19 @@ def _value_bias_count(arch: Architecture) -> int:
     return sum(G * w for G, w in zip(arch.kv_counts, widths))
 
 
+def _qk_gain_count(arch: Architecture) -> int:
+    """One scaling per unrotated coordinate and per rotated pair of each head: qn -> c qn,
+    kn -> kn / c on it (the rotations commute with a scalar on a pair): sum H (a - R)."""
+    return sum(H * (a - _rotated(arch, i)) for i, (H, a) in
+               enumerate(zip(arch.head_counts, arch.keys), start=1))
+
+
+def _stream_basis_count(arch: Architecture) -> int | None:
+    """None: the group acts freely only where the stream's writers and readers have full rank
+    (V >= d_0 among them); the rank is measured, not proved, for every size."""
+    return None
+
+
 FAMILIES: tuple[Family, ...] = (
     # The paper's model (docs/math/deep.md, docs/hidden_directions.md).
     Family("key GL(a_i) (Lemma 3.1)", True, lambda a: not a.is_block,
@@ -117,18 +163,46 @@ FAMILIES: tuple[Family, ...] = (
     Family("read-out directions", True, lambda a: not a.is_block and a.n_layers > 1,
            "docs/hidden_directions.md#2-the-read-out-symmetry"),
     # Every other network: heads, value widths, residuals, MLPs, norms (docs/blocks.md).
-    Family("per-head GL(a) on (Q, K)", False, lambda a: True, _BLOCKS,
-           at_layer=lambda a, i: True, build=c.key_gl_tangents, generic_count=_key_gl_count,
-           move="per-head GL(a)", act=actions.key_gl),
+    Family("per-head GL(a) on (Q, K)", False, lambda a: not a.qk_norm, _BLOCKS,
+           at_layer=lambda a, i: not _rotated(a, i), build=c.key_gl_tangents,
+           generic_count=_key_gl_count, move="per-head GL(a)", act=actions.key_gl),
+    # Rotary positions: GL(a) breaks to the commutant of the rotations (decoder features). Built
+    # per head on (Q_h, K_h, no biases): not with grouped key/value heads or biases.
+    Family("rotary commutant on (Q, K)", False,
+           lambda a: (a.positions == "rope" and a.tokens > 1 and not a.qk_norm
+                      and _plain_heads(a)), _POSITIONS,
+           at_layer=lambda a, i: _rotated(a, i) > 0, build=c.rotary_commutant_tangents,
+           generic_count=_rotary_count),
     Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
            _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
            generic_count=_value_gl_count, move="per-head GL(v)", act=actions.value_gl),
-    Family("per-head rescaling", False, lambda a: _lightning(a), _BLOCKS,
+    Family("per-head rescaling", False, lambda a: _lightning(a) and not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling", act=actions.rescale_head),
-    Family("head mixing", False, lambda a: _lightning(a) and not a.bias, _BLOCKS,
-           at_layer=lambda a, i: a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1],
+    Family("head mixing", False, lambda a: _lightning(a) and not a.bias and not a.qk_norm,
+           _BLOCKS,
+           at_layer=lambda a, i: (a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
+                                  and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing", act=actions.mix_heads),
+    # Embeddings and logits, no norm: the stream's basis at the ends (decoder features). Their
+    # constructions move the stream's writers and readers without bias columns, groups or gates:
+    # not with those options (the bound stays open there: lower-bound, never a wrong certificate).
+    Family("stream basis at the embedding and logits", False,
+           lambda a: a.vocab is not None and a.norm == "none" and _plain_decoder(a), _EMBEDDINGS,
+           build=c.stream_basis_tangents, generic_count=_stream_basis_count),
+    Family("stream rotations behind norms", False,
+           lambda a: (a.vocab is not None and a.residual and a.norm != "none"
+                      and not (a.tied and a.final_norm) and _plain_decoder(a)), _NORMS,
+           build=c.stream_rotation_tangents),
+    Family("stream shifts behind layernorm", False,
+           lambda a: (a.residual and a.norm == "layernorm" and a.final_norm
+                      and _plain_decoder(a)), _NORMS,
+           build=c.stream_shift_tangents),
+    # QK-norm and the final norm's gains (decoder features); per head: not with groups.
+    Family("QK-norm gain balance", False, lambda a: a.qk_norm and _plain_heads(a), _NORMS,
+           at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count),
+    Family("final norm gain", False, lambda a: a.final_norm and a.vocab is not None and not a.tied,
+           _NORMS, build=c.final_gain_tangents),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
@@ -168,7 +242,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
                       and a.norm == "none" and a.kv_heads is None and not a.bias
-                      and not a.mlp_bias and a.mlp_kind == "plain"), _BLOCKS,
+                      and not a.mlp_bias and a.mlp_kind == "plain" and not a.parallel), _BLOCKS,
            build=c.basis_change_tangents),
 )
 
