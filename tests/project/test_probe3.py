@@ -8,6 +8,7 @@ opened here on 127.0.0.1 only; every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
@@ -469,36 +470,80 @@ def test_deep_network_progress_is_not_printed_when_quick():
     assert not [line for line in lines if "Jacobian columns" in line or "ball Jacobian" in line]
 
 
-def test_ctrl_c_while_the_dask_local_cluster_starts_prints_one_line():
-    """Ctrl-C while `dim --backend dask` starts its LocalCluster: exit 130 and the one
-    interrupted line, without Dask's atexit or asyncio tracebacks after it."""
+_INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+
+
+def _ctrl_c_at_a_terminal(args: list[str], cue: str, delay: float) -> tuple[int | None, str]:
+    """Run the CLI in its own process group, wait for the stderr line containing `cue`, then send
+    SIGINT to the whole group after `delay` seconds, as a terminal's Ctrl-C does (the Dask
+    workers included); (exit code, None if it finished first; all of stderr). Every wait is
+    bounded, and the group is killed if anything of it is left."""
     import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())",
-           "dim", "--widths", "3,2,3", "--keys", "2", "--tokens", "2", "--backend", "dask"]
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())", *args]
+    # start_new_session: a group of its own to signal; SIG_DFL: a test run started in the
+    # background of a shell inherits SIGINT ignored, which a terminal's foreground job does not.
     proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=src), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen: list[str] = []
     try:
-        seen = []
-        for line in proc.stderr:  # bounded: the process ends by itself within seconds
+        for line in proc.stderr:  # bounded: the command ends by itself within a minute
             seen.append(line)
-            if "starting a LocalCluster" in line:
+            if cue in line:
                 break
-        time.sleep(0.7)  # inside the cluster's start (measured: it takes 1-5 s)
-        proc.send_signal(signal.SIGINT)
+        time.sleep(delay)
+        finished = proc.poll() is not None
+        if not finished:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 20  # the workers follow their parent out
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("processes of the interrupted command are still running")
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
-            proc.kill()
             proc.wait(timeout=30)
-    err = "".join(seen) + err
-    if proc.returncode == 0:
+    return (None if finished else proc.returncode), "".join(seen) + err
+
+
+def _assert_one_interrupted_line(code: int | None, err: str) -> None:
+    """Exit 130, and after the command's own progress lines only the interrupted line: no
+    traceback from this process or its Dask workers, no log or warning."""
+    if code is None:
         pytest.skip("the run finished before the signal landed")
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and "Exception ignored" not in err, err
-    assert err.strip().splitlines()[-1] == "neuromanifold: interrupted; results already written are kept"
+    assert code == 130, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == _INTERRUPTED, err
+    assert all(line.startswith(("dim: ", "sweep: ")) for line in lines[:-1]), err
+
+
+def test_ctrl_c_while_the_dask_local_cluster_starts_prints_one_line():
+    """Ctrl-C (SIGINT to the process group) while `dim --backend dask` starts its LocalCluster:
+    exit 130 and the one interrupted line, without Dask's atexit or asyncio tracebacks."""
+    code, err = _ctrl_c_at_a_terminal(
+        ["dim", "--widths", "3,2,3", "--keys", "2", "--tokens", "2", "--backend", "dask"],
+        "starting a LocalCluster", 0.7)  # inside the cluster's start (measured: it takes 1-5 s)
+    _assert_one_interrupted_line(code, err)
+
+
+def test_ctrl_c_while_dask_workers_compute_prints_one_line():
+    """Ctrl-C (SIGINT to the process group, workers included) while the LocalCluster's workers
+    compute Jacobian rows: exit 130 and the one interrupted line; no worker prints its own
+    KeyboardInterrupt traceback (they block SIGINT: `dask_rank.connect`) and none is left."""
+    code, err = _ctrl_c_at_a_terminal(
+        ["dim", "--widths", "24,24,24", "--keys", "6,6", "--tokens", "8", "--attention", "softmax",
+         "--method", "numerical", "--backend", "dask"],  # about 20 s: it cannot finish first
+        "samples sent to the workers", 0.3)
+    _assert_one_interrupted_line(code, err)
