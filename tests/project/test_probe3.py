@@ -547,3 +547,35 @@ def test_ctrl_c_while_dask_workers_compute_prints_one_line():
          "--method", "numerical", "--backend", "dask"],  # about 20 s: it cannot finish first
         "samples sent to the workers", 0.3)
     _assert_one_interrupted_line(code, err)
+
+
+def test_a_keyboard_interrupt_swallowed_by_a_gc_callback_is_raised_again():
+    """A Ctrl-C that lands in a garbage-collector callback (Dask's GCDiagnosis) is reported as
+    unraisable and dropped by Python; the CLI raises it again in the main thread, so the command
+    stops instead of running on (a `sweep --backend dask` ran on after its Ctrl-C)."""
+    import gc  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    from neuromanifold.cli import app as cli_app  # noqa: PLC0415
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default here (a background run): the CLI leaves it")
+    fired: list[str] = []
+
+    def callback(phase, _info):
+        if not fired:
+            fired.append(phase)
+            raise KeyboardInterrupt
+
+    record: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        with cli_app._interrupts_recorded(record):
+            gc.callbacks.append(callback)
+            try:
+                gc.collect()
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+            finally:
+                gc.callbacks.remove(callback)
+    assert fired and record  # swallowed once, then raised (and recorded) by the CLI's handler
