@@ -579,3 +579,34 @@ def test_a_keyboard_interrupt_swallowed_by_a_gc_callback_is_raised_again():
             finally:
                 gc.callbacks.remove(callback)
     assert fired and record  # swallowed once, then raised (and recorded) by the CLI's handler
+
+
+def test_prove_rank_float_selection_and_pivot_fallback_report_progress(monkeypatch):
+    """`prove_rank`'s float phases (the SVD that chooses the block, the column-pivoting fallback
+    when that block's ball contains 0) say what they do, and the pivoting how far it is: on a
+    deep network they took seconds without a line. The answer is the same as without progress."""
+    import flint  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from neuromanifold.dimension import ball  # noqa: PLC0415
+
+    monkeypatch.setattr(ball, "_SELECTION_NOTE_WORK", 0)
+    monkeypatch.setattr(ball, "_PROGRESS_SECONDS", 0.0)
+    M = torch.tensor([[1., 2., 3., 3.], [2., 4., 6., 1.], [0., 1., 1., 5.], [1., 1., 2., 7.],
+                      [3., 5., 8., 2.]], dtype=torch.float64)  # column 3 = column 1 + column 2
+
+    def evaluate(rows, cols):
+        return np.array([[flint.arb(float(M[r, c])) for c in cols] for r in rows], dtype=object)
+
+    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2]))  # singular
+    lines: list[str] = []
+    got = ball.prove_rank(M, 3, evaluate, progress=lines.append)
+    assert got.proved == 3 and got.proved == ball.prove_rank(M, 3, evaluate).proved
+    assert lines[0].startswith("float selection of the 3 x 3 block: SVD of the 5 x 4 Jacobian"), lines
+    assert lines[1].startswith("float selection: block chosen"), lines
+    pivoting = [line for line in lines if line.startswith("column pivoting: ")]
+    assert [line.split(" (")[0] for line in pivoting] == [
+        "column pivoting: 1/3 columns chosen", "column pivoting: 2/3 columns chosen",
+        "column pivoting: 1/3 rows chosen", "column pivoting: 2/3 rows chosen"], lines
+    assert any(line.startswith("trying the block chosen by column pivoting") for line in lines), lines
