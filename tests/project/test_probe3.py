@@ -610,3 +610,26 @@ def test_prove_rank_float_selection_and_pivot_fallback_report_progress(monkeypat
         "column pivoting: 1/3 columns chosen", "column pivoting: 2/3 columns chosen",
         "column pivoting: 1/3 rows chosen", "column pivoting: 2/3 rows chosen"], lines
     assert any(line.startswith("trying the block chosen by column pivoting") for line in lines), lines
+
+
+@pytest.mark.parametrize(("option", "value", "match"), [
+    ("min_gap", float("nan"), "`min_gap` must be a positive finite number of decades; got nan"),
+    ("min_gap", -1.0, "`min_gap` must be a positive finite number of decades; got -1.0"),
+    ("min_gap", "4", "`min_gap` must be a positive number of decades; got '4'"),
+    ("max_samples", "5", "`max_samples` must be an integer >= 1; got '5'"),
+    ("max_samples", 0, "`max_samples` must be an integer >= 1; got 0"),
+])
+def test_functional_dim_validates_min_gap_and_max_samples_as_the_cli_does(option, value, match):
+    """`functional_dim` refuses what `neuromanifold_dim` refuses (a NaN or negative `min_gap`, a
+    string or zero `max_samples`) with the house template, before any work; it took them and
+    answered `settled`."""
+    import re  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    from neuromanifold import functional_dim  # noqa: PLC0415
+
+    module = torch.nn.Linear(3, 2).double()
+    with pytest.raises(InputError, match=re.escape(match)):
+        functional_dim(module, inputs=lambda n, g: torch.randn(n, 3, dtype=torch.float64, generator=g),
+                       **{option: value})
