@@ -375,7 +375,8 @@ DAMAGE = st.sampled_from([("tokens", "'abc'"), ("tokens", "NULL"), ("tokens", "0
                           ("widths", "'3,x'"), ("widths", "''"), ("keys", "'1,1'"), ("keys", "NULL"),
                           ("item_key", "''"), ("item_key", "NULL"), ("dimension", "'x'"),
                           ("dimension", "2.5"), ("attention", "'relu'"), ("status", "NULL"),
-                          ("formula", "'seven'"), ("n_params", "'many'")])
+                          ("formula", "'seven'"), ("n_params", "'many'"), ("sv_gap", "'zz'"),
+                          ("seconds", "'slow'"), ("n_samples", "'x'"), ("seed", "1.5")])
 
 
 @settings(parent=PROBE, max_examples=15)  # each example writes a report (figures)
@@ -633,3 +634,20 @@ def test_functional_dim_validates_min_gap_and_max_samples_as_the_cli_does(option
     with pytest.raises(InputError, match=re.escape(match)):
         functional_dim(module, inputs=lambda n, g: torch.randn(n, 3, dtype=torch.float64, generator=g),
                        **{option: value})
+
+
+@pytest.mark.parametrize(("column", "value"), [("sv_gap", "'zz'"), ("seconds", "'slow'"),
+                                               ("n_samples", "'x'"), ("seed", "1.5")])
+def test_report_skips_text_in_a_number_column_it_copies(tmp_path, three_row_store, column, value):
+    """Text in `sv_gap` or `seconds` (copied into results.csv) or a fractional `n_samples` or
+    `seed`: the row is skipped and counted, where the report copied 'zz' into the CSV."""
+    db = tmp_path / "d.sqlite"
+    db.write_bytes(three_row_store.read_bytes())
+    conn = sqlite3.connect(db)
+    conn.execute(f"UPDATE results SET {column} = {value} WHERE rowid = 2")
+    conn.commit()
+    conn.close()
+    code, out, err = run_cli(["report", str(db), "--out", str(tmp_path / "rep"), "--json"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["rows"], summary["damaged_rows"], summary["damage"]) == (2, 1, {column: 1})
