@@ -8,6 +8,7 @@ opened here on 127.0.0.1 only; every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
@@ -374,7 +375,8 @@ DAMAGE = st.sampled_from([("tokens", "'abc'"), ("tokens", "NULL"), ("tokens", "0
                           ("widths", "'3,x'"), ("widths", "''"), ("keys", "'1,1'"), ("keys", "NULL"),
                           ("item_key", "''"), ("item_key", "NULL"), ("dimension", "'x'"),
                           ("dimension", "2.5"), ("attention", "'relu'"), ("status", "NULL"),
-                          ("formula", "'seven'"), ("n_params", "'many'")])
+                          ("formula", "'seven'"), ("n_params", "'many'"), ("sv_gap", "'zz'"),
+                          ("seconds", "'slow'"), ("n_samples", "'x'"), ("seed", "1.5")])
 
 
 @settings(parent=PROBE, max_examples=15)  # each example writes a report (figures)
@@ -470,36 +472,183 @@ def test_deep_network_progress_is_not_printed_when_quick():
     assert not [line for line in lines if "Jacobian columns" in line or "ball Jacobian" in line]
 
 
-def test_ctrl_c_while_the_dask_local_cluster_starts_prints_one_line():
-    """Ctrl-C while `dim --backend dask` starts its LocalCluster: exit 130 and the one
-    interrupted line, without Dask's atexit or asyncio tracebacks after it."""
+_INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+
+
+def _ctrl_c_at_a_terminal(args: list[str], cue: str, delay: float) -> tuple[int | None, str]:
+    """Run the CLI in its own process group, wait for the stderr line containing `cue`, then send
+    SIGINT to the whole group after `delay` seconds, as a terminal's Ctrl-C does (the Dask
+    workers included); (exit code, None if it finished first; all of stderr). Every wait is
+    bounded, and the group is killed if anything of it is left."""
     import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())",
-           "dim", "--widths", "3,2,3", "--keys", "2", "--tokens", "2", "--backend", "dask"]
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    cmd = [sys.executable, "-c", "from neuromanifold.cli import main; raise SystemExit(main())", *args]
+    # start_new_session: a group of its own to signal; SIG_DFL: a test run started in the
+    # background of a shell inherits SIGINT ignored, which a terminal's foreground job does not.
     proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=src), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen: list[str] = []
     try:
-        seen = []
-        for line in proc.stderr:  # bounded: the process ends by itself within seconds
+        for line in proc.stderr:  # bounded: the command ends by itself within a minute
             seen.append(line)
-            if "starting a LocalCluster" in line:
+            if cue in line:
                 break
-        time.sleep(0.7)  # inside the cluster's start (measured: it takes 1-5 s)
-        proc.send_signal(signal.SIGINT)
+        time.sleep(delay)
+        finished = proc.poll() is not None
+        if not finished:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 20  # the workers follow their parent out
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("processes of the interrupted command are still running")
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
-            proc.kill()
             proc.wait(timeout=30)
-    err = "".join(seen) + err
-    if proc.returncode == 0:
+    return (None if finished else proc.returncode), "".join(seen) + err
+
+
+def _assert_one_interrupted_line(code: int | None, err: str) -> None:
+    """Exit 130, and after the command's own progress lines only the interrupted line: no
+    traceback from this process or its Dask workers, no log or warning."""
+    if code is None:
         pytest.skip("the run finished before the signal landed")
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err and "Exception ignored" not in err, err
-    assert err.strip().splitlines()[-1] == "neuromanifold: interrupted; results already written are kept"
+    assert code == 130, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == _INTERRUPTED, err
+    assert all(line.startswith(("dim: ", "sweep: ")) for line in lines[:-1]), err
+
+
+def test_ctrl_c_while_the_dask_local_cluster_starts_prints_one_line():
+    """Ctrl-C (SIGINT to the process group) while `dim --backend dask` starts its LocalCluster:
+    exit 130 and the one interrupted line, without Dask's atexit or asyncio tracebacks."""
+    code, err = _ctrl_c_at_a_terminal(
+        ["dim", "--widths", "3,2,3", "--keys", "2", "--tokens", "2", "--backend", "dask"],
+        "starting a LocalCluster", 0.7)  # inside the cluster's start (measured: it takes 1-5 s)
+    _assert_one_interrupted_line(code, err)
+
+
+def test_ctrl_c_while_dask_workers_compute_prints_one_line():
+    """Ctrl-C (SIGINT to the process group, workers included) while the LocalCluster's workers
+    compute Jacobian rows: exit 130 and the one interrupted line; no worker prints its own
+    KeyboardInterrupt traceback (they block SIGINT: `dask_rank.connect`) and none is left."""
+    code, err = _ctrl_c_at_a_terminal(
+        ["dim", "--widths", "24,24,24", "--keys", "6,6", "--tokens", "8", "--attention", "softmax",
+         "--method", "numerical", "--backend", "dask"],  # about 20 s: it cannot finish first
+        "samples sent to the workers", 0.3)
+    _assert_one_interrupted_line(code, err)
+
+
+def test_a_keyboard_interrupt_swallowed_by_a_gc_callback_is_raised_again():
+    """A Ctrl-C that lands in a garbage-collector callback (Dask's GCDiagnosis) is reported as
+    unraisable and dropped by Python; the CLI raises it again in the main thread, so the command
+    stops instead of running on (a `sweep --backend dask` ran on after its Ctrl-C)."""
+    import gc  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    from neuromanifold.cli import app as cli_app  # noqa: PLC0415
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default here (a background run): the CLI leaves it")
+    fired: list[str] = []
+
+    def callback(phase, _info):
+        if not fired:
+            fired.append(phase)
+            raise KeyboardInterrupt
+
+    record: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        with cli_app._interrupts_recorded(record):
+            gc.callbacks.append(callback)
+            try:
+                gc.collect()
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    time.sleep(0.01)
+            finally:
+                gc.callbacks.remove(callback)
+    assert fired and record  # swallowed once, then raised (and recorded) by the CLI's handler
+
+
+def test_prove_rank_float_selection_and_pivot_fallback_report_progress(monkeypatch):
+    """`prove_rank`'s float phases (the SVD that chooses the block, the column-pivoting fallback
+    when that block's ball contains 0) say what they do, and the pivoting how far it is: on a
+    deep network they took seconds without a line. The answer is the same as without progress."""
+    import flint  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from neuromanifold.dimension import ball  # noqa: PLC0415
+
+    monkeypatch.setattr(ball, "_SELECTION_NOTE_WORK", 0)
+    monkeypatch.setattr(ball, "_PROGRESS_SECONDS", 0.0)
+    M = torch.tensor([[1., 2., 3., 3.], [2., 4., 6., 1.], [0., 1., 1., 5.], [1., 1., 2., 7.],
+                      [3., 5., 8., 2.]], dtype=torch.float64)  # column 3 = column 1 + column 2
+
+    def evaluate(rows, cols):
+        return np.array([[flint.arb(float(M[r, c])) for c in cols] for r in rows], dtype=object)
+
+    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2]))  # singular
+    lines: list[str] = []
+    got = ball.prove_rank(M, 3, evaluate, progress=lines.append)
+    assert got.proved == 3 and got.proved == ball.prove_rank(M, 3, evaluate).proved
+    assert lines[0].startswith("float selection of the 3 x 3 block: SVD of the 5 x 4 Jacobian"), lines
+    assert lines[1].startswith("float selection: block chosen"), lines
+    pivoting = [line for line in lines if line.startswith("column pivoting: ")]
+    assert [line.split(" (")[0] for line in pivoting] == [
+        "column pivoting: 1/3 columns chosen", "column pivoting: 2/3 columns chosen",
+        "column pivoting: 1/3 rows chosen", "column pivoting: 2/3 rows chosen"], lines
+    assert any(line.startswith("trying the block chosen by column pivoting") for line in lines), lines
+
+
+@pytest.mark.parametrize(("option", "value", "match"), [
+    ("min_gap", float("nan"), "`min_gap` must be a positive finite number of decades; got nan"),
+    ("min_gap", -1.0, "`min_gap` must be a positive finite number of decades; got -1.0"),
+    ("min_gap", "4", "`min_gap` must be a positive number of decades; got '4'"),
+    ("max_samples", "5", "`max_samples` must be an integer >= 1; got '5'"),
+    ("max_samples", 0, "`max_samples` must be an integer >= 1; got 0"),
+])
+def test_functional_dim_validates_min_gap_and_max_samples_as_the_cli_does(option, value, match):
+    """`functional_dim` refuses what `neuromanifold_dim` refuses (a NaN or negative `min_gap`, a
+    string or zero `max_samples`) with the house template, before any work; it took them and
+    answered `settled`."""
+    import re  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    from neuromanifold import functional_dim  # noqa: PLC0415
+
+    module = torch.nn.Linear(3, 2).double()
+    with pytest.raises(InputError, match=re.escape(match)):
+        functional_dim(module, inputs=lambda n, g: torch.randn(n, 3, dtype=torch.float64, generator=g),
+                       **{option: value})
+
+
+@pytest.mark.parametrize(("column", "value"), [("sv_gap", "'zz'"), ("seconds", "'slow'"),
+                                               ("n_samples", "'x'"), ("seed", "1.5")])
+def test_report_skips_text_in_a_number_column_it_copies(tmp_path, three_row_store, column, value):
+    """Text in `sv_gap` or `seconds` (copied into results.csv) or a fractional `n_samples` or
+    `seed`: the row is skipped and counted, where the report copied 'zz' into the CSV."""
+    db = tmp_path / "d.sqlite"
+    db.write_bytes(three_row_store.read_bytes())
+    conn = sqlite3.connect(db)
+    conn.execute(f"UPDATE results SET {column} = {value} WHERE rowid = 2")
+    conn.commit()
+    conn.close()
+    code, out, err = run_cli(["report", str(db), "--out", str(tmp_path / "rep"), "--json"])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["rows"], summary["damaged_rows"], summary["damage"]) == (2, 1, {column: 1})

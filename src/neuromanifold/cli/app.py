@@ -9,6 +9,7 @@ errors, which suggest --debug); 2 bad input (one line on stderr); 130 interrupte
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import logging
 import signal
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args if a != "--debug"] or ["--help"]
     interrupted: list[int] = []
     try:
-        with _interrupts_recorded(interrupted):
+        with _interrupts_recorded(interrupted, mute=not (debug or argv is not None)):
             code = app(args=args, prog_name="neuromanifold", standalone_mode=False)
     except UsageError as exc:
         if debug:
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
+# Delay before a KeyboardInterrupt swallowed by a callback is raised again in the main thread.
+_REDELIVER_SECONDS = 0.05
 
 
 def _interrupted(keep_reports: bool) -> int:
@@ -159,10 +162,16 @@ def _interrupted(keep_reports: bool) -> int:
     """
     print(_INTERRUPTED, file=sys.stderr, flush=True)
     if not keep_reports:
-        sys.unraisablehook = lambda _unraisable: None
-        logging.disable(logging.CRITICAL)
-        warnings.simplefilter("ignore")
+        _mute_reports()
     return EXIT_INTERRUPTED
+
+
+def _mute_reports() -> None:
+    """Silence, for the rest of the process, the reports of a teardown after Ctrl-C: unraisable
+    exceptions, logging (Dask's scheduler logs a closed client at CRITICAL) and warnings."""
+    sys.unraisablehook = lambda _unraisable: None
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
 
 
 def _spaced_list_hint(args: list[str]) -> str | None:
@@ -187,24 +196,50 @@ def _spaced_list_hint(args: list[str]) -> str | None:
 
 
 @contextlib.contextmanager
-def _interrupts_recorded(record: list[int]):
+def _interrupts_recorded(record: list[int], mute: bool = False):
     """Note every SIGINT in `record` (then raise KeyboardInterrupt as Python does), so that `main`
     can say it was interrupted even where a library swallowed the KeyboardInterrupt. A SIGINT
-    that was ignored when the process started (a background job) stays ignored."""
+    that was ignored when the process started (a background job) stays ignored.
+
+    A KeyboardInterrupt raised inside a garbage-collector callback or a `__del__` (Dask's
+    GCDiagnosis runs one at every collection) cannot propagate: Python reports it as unraisable
+    and goes on, and the command ran on after its Ctrl-C. Such a one is raised again in the main
+    thread (`_thread.interrupt_main`, from a timer thread), where it stops the command. With
+    `mute` (the process ends with `main`) the reports that follow an interrupt (unraisable
+    exceptions, logging, warnings) are collateral: muted from the SIGINT on.
+    """
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
 
+    previous_hook = sys.unraisablehook
+
     def on_sigint(signum, _frame):
         record.append(signum)
+        if mute:  # the teardown that follows runs before `main` says it was interrupted
+            logging.disable(logging.CRITICAL)
+            warnings.simplefilter("ignore")
         raise KeyboardInterrupt
 
+    def on_unraisable(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # Swallowed where it landed: raise it again, from another thread once this hook and
+            # the callback have returned (raised from here it would be swallowed again).
+            again = threading.Timer(_REDELIVER_SECONDS, _thread.interrupt_main)
+            again.daemon = True
+            again.start()
+        elif not (record and mute):
+            previous_hook(unraisable)
+
     signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = on_unraisable
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if sys.unraisablehook is on_unraisable:
+            sys.unraisablehook = previous_hook
 
 
 if __name__ == "__main__":

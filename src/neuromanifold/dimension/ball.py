@@ -177,15 +177,27 @@ BlockEvaluator = Callable[[list, list], np.ndarray]
 RESELECT_MAX_WORK = 2 * 10 ** 10
 
 
-def _pivoted_columns(A: torch.Tensor, r: int) -> list[int]:
+# Multiply-adds of the float selection's SVD (m n min(m, n)) from which `prove_rank` says that
+# it runs (about a second of float64): below it the phase is quick and says nothing.
+_SELECTION_NOTE_WORK = 10 ** 9
+
+
+def _pivoted_columns(A: torch.Tensor, r: int, progress: Progress | None = None,
+                     what: str = "columns") -> list[int]:
     """r columns of A by greedy column pivoting (QR with column pivoting, Businger-Golub).
 
     A second float64 heuristic for `prove_rank`: at nearly degenerate points the singular-vector
-    LU choice can pick a block that is exactly singular while another r x r block is not.
+    LU choice can pick a block that is exactly singular while another r x r block is not. A line
+    to `progress` (naming `what` is chosen) when `_PROGRESS_SECONDS` have passed since the last.
     """
     A = A.clone()
     chosen: list[int] = []
-    for _ in range(r):
+    t0 = last = time.perf_counter()
+    for k in range(r):
+        now = time.perf_counter()
+        if progress is not None and k and now - last >= _PROGRESS_SECONDS:
+            last = now
+            progress(f"column pivoting: {k}/{r} {what} chosen ({now - t0:.1f} s)")
         norms = A.norm(dim=0)
         if chosen:
             norms[chosen] = -1.0
@@ -214,8 +226,14 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
     if target == 0:
         return BallRank(0, 0, precision, "1", seconds)
     scaled = J / J.norm(dim=1, keepdim=True).clamp(min=1e-300)
+    slow = J.shape[0] * J.shape[1] * min(J.shape) >= _SELECTION_NOTE_WORK
+    if slow:  # one LAPACK call: a line before and after it
+        say(f"float selection of the {target} x {target} block: SVD of the {J.shape[0]} x "
+            f"{J.shape[1]} Jacobian ...")
     rows, cols = _select_block(scaled, target)
     seconds["float selection"] = time.perf_counter() - t0
+    if slow:
+        say(f"float selection: block chosen ({seconds['float selection']:.1f} s)")
 
     def attempt(rows: list[int], cols: list[int]):
         bits, det, undecided = precision, None, None
@@ -249,12 +267,15 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
     notes = []
     if undecided is None and det.contains(0) and target * J.numel() <= RESELECT_MAX_WORK:
         t1 = time.perf_counter()
-        cols2 = _pivoted_columns(scaled, target)
-        rows2 = _pivoted_columns(scaled[:, cols2].T.contiguous(), target)
+        say(f"the {target} x {target} block's ball contains 0 at {bits} bits; choosing another "
+            "block by column pivoting")
+        cols2 = _pivoted_columns(scaled, target, say, "columns")
+        rows2 = _pivoted_columns(scaled[:, cols2].T.contiguous(), target, say, "rows")
         seconds["float selection"] += time.perf_counter() - t1
-        if (rows2, cols2) != (rows, cols):
-            say(f"the {target} x {target} block's ball contains 0 at {bits} bits; trying a block "
-                "chosen by column pivoting")
+        if (rows2, cols2) == (rows, cols):
+            say(f"column pivoting chose the same block ({time.perf_counter() - t1:.1f} s)")
+        else:
+            say(f"trying the block chosen by column pivoting ({time.perf_counter() - t1:.1f} s)")
             first = det.str(5, radius=True)
             bits, det, undecided = attempt(rows2, cols2)
             if undecided is None and not det.contains(0):

@@ -60,10 +60,13 @@ seed), and computes its rows a local block at a time with the local path's code.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import threading
 import time
+import warnings
 
 import torch
 
@@ -96,9 +99,14 @@ def connect(scheduler: str | None, n_workers: int = LOCAL_WORKERS):
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     if scheduler is None:
+        # The scheduler serves HTTP (no dashboard) on 8787 or, where another cluster holds that
+        # port, on another one with a warning about a port that no one here uses.
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use",
+                                category=UserWarning)
         # Its workers' logs are silenced: a failed task is reported once, by the caller.
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.CRITICAL)
+        cluster = _without_sigint(lambda: LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.CRITICAL))
         return Client(cluster), cluster
     from ..core.scheduler import probe_scheduler  # noqa: PLC0415
 
@@ -109,6 +117,53 @@ def connect(scheduler: str | None, n_workers: int = LOCAL_WORKERS):
         raise InputError(f"`scheduler` must be the address of a running Dask scheduler; got "
                          f"{scheduler!r} ({exc}). Start one with `dask scheduler`, or drop "
                          "--scheduler to use a local cluster.") from None
+
+
+def _without_sigint(start):
+    """`start()` (a LocalCluster's construction) run in a thread that blocks SIGINT; its result.
+
+    A Ctrl-C at a terminal sends SIGINT to the whole foreground process group, worker processes
+    included, and each worker then printed its own KeyboardInterrupt traceback after the CLI's one
+    line. A thread's signal mask is inherited by the threads it starts (the cluster's event loop,
+    the nannies' process starters) and by the processes they fork, across exec: started from this
+    thread, the workers never receive SIGINT, and this process (whose main thread keeps SIGINT)
+    tears them down when it is interrupted. The caller waits interruptibly; interrupted while the
+    cluster starts, it leaves the starting thread to close the cluster once it is up (the exit
+    waits for that thread).
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        return start()
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+
+    out: dict = {}
+    interrupted = threading.Event()
+
+    def run() -> None:
+        # multiprocessing launches its resource tracker with SIGINT blocked and then unblocks it
+        # in the launching thread: launched now, before the mask, it leaves the mask alone.
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            out["value"] = start()
+        except BaseException as exc:  # noqa: BLE001  (re-raised by the caller)
+            out["error"] = exc
+            return
+        if interrupted.is_set():  # the caller is gone: close the cluster before the exit
+            with contextlib.suppress(BaseException):
+                out["value"].close()
+
+    # Not a daemon: the interpreter's exit waits for it, so that the cluster is closed before
+    # the exit handlers run (a daemon thread closing it raced with them).
+    thread = threading.Thread(target=run, name="neuromanifold: LocalCluster start")
+    thread.start()
+    try:
+        thread.join()
+    except BaseException:
+        interrupted.set()
+        raise
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def worker_budget() -> int | None:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..core.checks import bad_type, bad_value, check_bool, check_int, check_seed
+from ..core.checks import bad_type, bad_value, check_bool, check_int, check_min_gap, check_seed
 from ..core.formulas import FormulaValue
 from ..core.seeds import seeded_generator
 from ..dimension.growth import default_max_samples, first_target, grow_by_half, grow_samples
@@ -401,6 +401,10 @@ def functional_dim(module: torch.nn.Module, inputs, *, params=None, samples: int
         raise bad_type("module", "a torch.nn.Module", type(module).__name__,
                        "Pass the model object itself (e.g. an nn.Module built from its config).")
     seed = check_seed(seed)
+    min_gap = check_min_gap(min_gap)
+    if max_samples is not None:
+        max_samples = check_int("max_samples", max_samples, minimum=1,
+                                fix="Pass max_samples=64, or leave it out.")
     piecewise = check_bool("piecewise", piecewise, allow_none=True,
                            fix="Pass None to detect piecewise activations, True or False to assert it.")
     dev = resolve_device(device)

@@ -18,8 +18,12 @@ import sys
 from collections.abc import Callable, Iterator
 
 
-# The child says "ready" once its imports are done; the timeout counts from then.
-_CHILD = ("import json, sys; from neuromanifold.sweeps.items import compute_item; "
+# The child says "ready" once its imports are done; the timeout counts from then. It unblocks
+# SIGINT, which its worker blocks (`dask_rank.connect`), so that a Ctrl-C ends it with the run
+# (its traceback goes to the pipe its worker reads, not to the terminal).
+_CHILD = ("import json, signal, sys; hasattr(signal, 'pthread_sigmask') and "
+          "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+          "from neuromanifold.sweeps.items import compute_item; "
           "import neuromanifold.dimension.api; print('ready', flush=True); "
           "sys.stdout.write(json.dumps(compute_item(json.loads(sys.stdin.read()))))")
 

@@ -72,9 +72,13 @@ def row_damage(r: dict) -> str | None:
         return f"attention {r.get('attention')!r}"
     if not isinstance(r.get("status"), str) or not isinstance(r.get("method"), str):
         return f"status {r.get('status')!r}"
-    for column in ("dimension", "n_params", "formula", "conjecture"):
+    for column in ("dimension", "n_params", "formula", "conjecture", "n_samples", "seed"):
         value = r.get(column)
         if value is not None and not _whole(value):
+            return f"{column} {value!r}"
+    for column in ("sv_gap", "seconds"):  # copied into the CSV: text there was passed on
+        value = r.get(column)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return f"{column} {value!r}"
     if r["dimension"] is not None and r.get("formula_name") != NO_FORMULA and \
             (r.get("formula") is None or r.get("conjecture") is None):
