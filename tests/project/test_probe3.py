@@ -594,7 +594,7 @@ def test_prove_rank_float_selection_and_pivot_fallback_report_progress(monkeypat
     from neuromanifold.dimension import ball  # noqa: PLC0415
 
     monkeypatch.setattr(ball, "_SELECTION_NOTE_WORK", 0)
-    monkeypatch.setattr(ball, "_PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr(ball, "PROGRESS_SECONDS", 0.0)
     M = torch.tensor([[1., 2., 3., 3.], [2., 4., 6., 1.], [0., 1., 1., 5.], [1., 1., 2., 7.],
                       [3., 5., 8., 2.]], dtype=torch.float64)  # column 3 = column 1 + column 2
 

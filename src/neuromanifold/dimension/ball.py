@@ -180,6 +180,9 @@ RESELECT_MAX_WORK = 2 * 10 ** 10
 # Multiply-adds of the float selection's SVD (m n min(m, n)) from which `prove_rank` says that
 # it runs (about a second of float64): below it the phase is quick and says nothing.
 _SELECTION_NOTE_WORK = 10 ** 9
+# Seconds between two progress lines of a long phase of a proof (the pivoting here, a ball
+# Jacobian block in `ball_dual`: a deep network's block takes minutes).
+PROGRESS_SECONDS = 5.0
 
 
 def _pivoted_columns(A: torch.Tensor, r: int, progress: Progress | None = None,
@@ -188,14 +191,14 @@ def _pivoted_columns(A: torch.Tensor, r: int, progress: Progress | None = None,
 
     A second float64 heuristic for `prove_rank`: at nearly degenerate points the singular-vector
     LU choice can pick a block that is exactly singular while another r x r block is not. A line
-    to `progress` (naming `what` is chosen) when `_PROGRESS_SECONDS` have passed since the last.
+    to `progress` (naming `what` is chosen) when `PROGRESS_SECONDS` have passed since the last.
     """
     A = A.clone()
     chosen: list[int] = []
     t0 = last = time.perf_counter()
     for k in range(r):
         now = time.perf_counter()
-        if progress is not None and k and now - last >= _PROGRESS_SECONDS:
+        if progress is not None and k and now - last >= PROGRESS_SECONDS:
             last = now
             progress(f"column pivoting: {k}/{r} {what} chosen ({now - t0:.1f} s)")
         norms = A.norm(dim=0)

@@ -46,7 +46,7 @@ from ..core.positions import rotary_fractions
 from ..core.seeds import seeded_generator
 from ..core.tokens import input_stream
 from ..errors import ComputationError
-from .ball import (DEFAULT_PRECISION, UndecidedBall, arb_array, certify_rank,
+from .ball import (DEFAULT_PRECISION, PROGRESS_SECONDS, UndecidedBall, arb_array, certify_rank,
                    left_multiply, softmax_upper_bound, to_dyadic, to_residues, upper_bound_at)
 from .jacobians import jacobian
 from .fp import DEFAULT_PRIME, check_prime
@@ -56,10 +56,6 @@ from .result import DimensionResult, Progress
 # Catalogue tangents must map to (almost) 0 under the float Jacobian at the rational point: a
 # guard against a catalogue bug, checked before the bound is used (the proof is the catalogue's).
 from .verdict import MAX_KERNEL_IMAGE_CERTIFIED as _MAX_LEAK
-
-# Seconds between two progress lines of a ball Jacobian block (a deep network's block takes
-# minutes; its samples a fraction of a second each).
-PROGRESS_SECONDS = 5.0
 
 _MAP = {name: np.frompyfunc(lambda x, n=name: getattr(x, n)(), 1, 1)
         for name in ("exp", "sqrt", "erf", "tanh")}

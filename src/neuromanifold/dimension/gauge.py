@@ -142,8 +142,9 @@ _PROGRESS_SECONDS = 1.0
 
 def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
                     free: torch.Tensor, progress: Progress | None = None) -> torch.Tensor:
-    """J[:, free] by forward mode: one jvp per free parameter, batched in chunks; a line to
-    `progress` after a chunk when `_PROGRESS_SECONDS` have passed since the last one."""
+    """J[:, free] by forward mode: one jvp per free parameter, batched in chunks; with several
+    chunks a line to `progress` before the first, then after a chunk when `_PROGRESS_SECONDS`
+    have passed since the last one."""
     def f(w: torch.Tensor) -> torch.Tensor:
         return forward(arch, unflatten(arch, w), X).reshape(-1)
 
@@ -155,6 +156,9 @@ def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
     chunk = max(1, min(free.numel(), _CHUNK_BYTES // per_column))
     cols = []
     t0 = last = time.perf_counter()
+    if progress is not None and chunk < free.numel():  # several chunks: say so before the first
+        progress(f"Jacobian columns 0/{free.numel()} for {X.shape[0]} samples "
+                 f"({-(-free.numel() // chunk)} chunks of {chunk})")
     for start in range(0, free.numel(), chunk):
         idx = free[start: start + chunk]
         directions = torch.zeros((idx.numel(), arch.n_params), dtype=params.dtype, device=params.device)
