@@ -4,8 +4,9 @@ softmax: parameters, dimension, status and the symmetry families (incremental ra
 
 Usage: PYTHONPATH=src .venv/bin/python scripts/decoder_table.py      (prints the Markdown tables)
 
-Three tables: every option alone and combined (`table`), the causal mask against none on the
-paper's networks (`causal_table`), and the cost of grouping key/value heads (`grouping_table`).
+Four tables: every option alone and combined (`table`), the causal mask against none on the
+paper's networks (`causal_table`), the cost of grouping key/value heads (`grouping_table`), and
+the mini models with the features of both halves of the issue (`table(model_rows())`).
 
 Every value is computed (`neuromanifold_dim`, method `certified`: the exact rank over F_p for
 polynomial networks, ball arithmetic for the others, each against the registry's upper bound);
@@ -137,7 +138,37 @@ def grouping_table(measured) -> str:
     return "\n".join(lines)
 
 
+# The models the issue names, with both halves of the features (positions, groups, biases, gated
+# MLPs, embeddings and logits), no norms (so that lightning rows stay polynomial): width 4,
+# keys 2 (one rotated pair; 4 for the partial-rotary NeoX row), 2 heads, t = 3, vocabulary 8
+# (above d + 2: not a small vocabulary).
+MODEL_ROWS: tuple[tuple[str, dict], ...] = (
+    ("mini Llama: causal, rope, 1 key/value head, gated MLP, residual, untied logits",
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
+          residual=True, mlp=3, mlp_kind="gated", vocab=8)),
+    ("mini GPT-2: causal, learned positions, biases, MLP biases, residual, tied logits",
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, causal=True, positions="learned", bias=True,
+          residual=True, mlp=3, mlp_bias=True, vocab=8, tied=True)),
+    ("mini GPT-NeoX: causal, partial rope (1 of 2 pairs), parallel, biases, untied logits",
+     dict(widths=(4, 4), keys=4, tokens=3, heads=2, causal=True, positions="rope", rope_pairs=1,
+          parallel=True, residual=True, mlp=3, bias=True, mlp_bias=True, vocab=8)),
+    ("mini Falcon: causal, rope, 1 key/value head, parallel, untied logits",
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
+          parallel=True, residual=True, mlp=3, vocab=8)),
+)
+
+
+def model_rows() -> list[tuple[str, str, dict]]:
+    """(row name, attention, measurement) of every model row, lightning then softmax (gelu MLPs
+    for the GPT rows, silu for the others)."""
+    return [(name, attention, measure(architecture(name.replace("GPT-NeoX", "GPT-2 NeoX"),
+                                                   options, attention)))  # gelu: as GPT-2
+            for name, options in MODEL_ROWS for attention in ("lightning", "softmax")]
+
+
 if __name__ == "__main__":
+    print(table(model_rows()))
+    print()
     print(table(rows()))
     print()
     print(causal_table(causal_rows()))

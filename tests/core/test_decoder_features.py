@@ -326,7 +326,7 @@ def test_rank_reads_decoder_weight_files_and_fiber_refuses_them(tmp_path, capsys
 
 
 def test_docs_tables_are_what_the_script_computes():
-    """Every row of docs/decoder_features.md's three tables is recomputed
+    """Every row of docs/decoder_features.md's four decoder tables is recomputed
     (scripts/decoder_table.py)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -337,7 +337,8 @@ def test_docs_tables_are_what_the_script_computes():
     for marker, text in (
             ("decoder_table", lambda: decoder_table.table(decoder_table.rows())),
             ("causal_table", lambda: decoder_table.causal_table(decoder_table.causal_rows())),
-            ("grouping_table", lambda: decoder_table.grouping_table(decoder_table.grouping_rows()))):
+            ("grouping_table", lambda: decoder_table.grouping_table(decoder_table.grouping_rows())),
+            ("models_table", lambda: decoder_table.table(decoder_table.model_rows()))):
         block = re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", page, re.S)
         assert block is not None, marker
         assert block.group(1).strip() == text().strip(), marker
@@ -353,3 +354,65 @@ def test_float_rank_that_lost_directions_is_not_settled():
     assert any("exact rank over F_p at a random point is 27 > the float rank 3" in n for n in r.notes)
     assert (_quiet_dim(arch, "numerical", seed=0).dimension, _quiet_dim(arch, "certified").status) \
         == (27, "certified")
+
+
+COMBINED = [  # both halves of the features together (the docs' model rows and their neighbours)
+    dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
+         residual=True, mlp=3, mlp_kind="gated", vocab=8),
+    dict(widths=(4, 4), keys=2, tokens=3, heads=2, causal=True, positions="learned", bias=True,
+         residual=True, mlp=3, mlp_bias=True, vocab=8, tied=True),
+    dict(widths=(4, 4), keys=4, tokens=3, heads=2, causal=True, positions="rope", rope_pairs=1,
+         parallel=True, residual=True, mlp=3, bias=True, mlp_bias=True, vocab=8),
+    dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
+         parallel=True, residual=True, mlp=3, vocab=8),
+    dict(widths=(3, 3, 3), keys=2, tokens=2, heads=2, bias=True, parallel=True, residual=True,
+         mlp=2, mlp_bias=True),
+    dict(widths=(3, 3), keys=2, tokens=3, heads=2, kv_heads=1, positions="learned", bias=True),
+]
+
+
+@pytest.mark.parametrize("options", COMBINED, ids=lambda o: ",".join(sorted(o)))
+def test_combined_features_keep_every_tangent_in_the_exact_kernel(options):
+    """Every registry tangent lies in the kernel of the exact Jacobian mod p of lightning networks
+    that combine the two halves of the features (parallel blocks with output biases once put one
+    outside: the bound would have been unsound; the exact engine refused to use it)."""
+    from neuromanifold.core.tokens import input_stream
+    from neuromanifold.dimension.fp import DEFAULT_PRIME as p
+    from neuromanifold.dimension.fp_dual import fp_ops, jacobian_mod_p, random_blocks_mod_p
+    from neuromanifold.dimension.modular import matmul_mod
+    from neuromanifold.symmetries.registry import tangent_rows
+
+    arch = Architecture(**options)
+    gen = torch.Generator().manual_seed(5)
+    blocks = random_blocks_mod_p(arch, p, gen)
+    T, counts = tangent_rows(arch, blocks, fp_ops(p))
+    X = (input_stream(arch, gen, torch.int64)(40) if arch.vocab is not None
+         else torch.randint(0, p, (40, arch.widths[0], arch.tokens), generator=gen))
+    J = jacobian_mod_p(arch, blocks, X, p)
+    assert not matmul_mod(J, T.remainder(p).T.contiguous(), p).any(), counts
+
+
+@pytest.mark.parametrize("options", COMBINED + [
+    dict(widths=(4, 4), keys=4, tokens=3, heads=2, positions="rope", rope_pairs=1, bias=True),
+    dict(widths=(4, 4), keys=2, tokens=3, heads=2, norm="rmsnorm", qk_norm=True, bias=True),
+    dict(widths=(4, 4), keys=2, tokens=3, heads=4, kv_heads=2, norm="rmsnorm", qk_norm=True)],
+    ids=lambda o: ",".join(sorted(o)))
+@pytest.mark.parametrize("attention", ["softmax", "lightning"])
+def test_combined_features_keep_every_tangent_in_the_float_kernel(options, attention):
+    """The same in float64 for softmax (and lightning behind norms): a softmax query bias before
+    a rotation or a QK-norm, and grouped query sums behind a QK-norm, are not symmetries (the
+    registry leaves them out there)."""
+    from neuromanifold.core.blocks import flatten_blocks
+    from neuromanifold.core.tokens import input_stream
+    from neuromanifold.dimension.jacobians import block_jacobian
+    from neuromanifold.symmetries.registry import tangent_rows
+
+    activation = "gelu" if options.get("mlp") else "square"
+    arch = Architecture(attention=attention, activation=activation, **options)
+    blocks = random_block_weights(arch, 2)
+    X = input_stream(arch, torch.Generator().manual_seed(3))(30)
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    T, counts = tangent_rows(arch, blocks)
+    if T.shape[0]:
+        image = (J @ T.T).abs().max() / (J.abs().max() * max(1.0, float(T.abs().max())))
+        assert float(image) < 1e-9, counts

@@ -226,18 +226,27 @@ FAMILIES: tuple[Family, ...] = (
     Family("norm rotations", False, lambda a: a.norm != "none" and not a.residual,
            _BLOCKS, at_layer=lambda a, i: True, build=c.norm_rotation_tangents),
     # Decoder options (docs/decoder_features.md).
-    Family("grouped query sums", False, lambda a: _lightning(a) and a.kv_heads is not None,
+    # Only the sum of a group's queries enters linear scores: not behind a QK-norm.
+    Family("grouped query sums", False,
+           lambda a: _lightning(a) and a.kv_heads is not None and not a.qk_norm,
            _DECODER + "#grouped-keyvalue-heads",
            at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
            build=c.query_sum_tangents, generic_count=_query_sum_count),
-    Family("softmax query bias", False, lambda a: a.attention == "softmax" and a.bias,
+    # b_q^T k_i is constant over the aggregated token j only when nothing acts on q after the
+    # bias: not with rotary positions (R^j b_q varies with j) nor behind a QK-norm (measured: a
+    # tangent outside the kernel with rope).
+    Family("softmax query bias", False,
+           lambda a: (a.attention == "softmax" and a.bias and a.positions != "rope"
+                      and not a.qk_norm),
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.query_bias_tangents,
            generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys))),
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
            generic_count=_value_bias_count),
+    # Built for sequential blocks (the MLP reads the stream after attention): not with parallel
+    # blocks, where it reads the layer's input (measured: a tangent outside the kernel there).
     Family("output bias into readers' biases", False,
-           lambda a: (a.bias or a.mlp_bias) and a.norm == "none",
+           lambda a: (a.bias or a.mlp_bias) and a.norm == "none" and not a.parallel,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.bias_shift_tangents),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
