@@ -23,6 +23,7 @@ from ..core.positions import rotary_fractions
 from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
+from .jacobians import family_ranks
 from .modular import matmul_mod, random_residues
 
 # int64 entries of the tangent intermediates allowed at once (about 8 bytes each).
@@ -197,10 +198,4 @@ def degree_bound(arch: Architecture) -> int:
 
 def family_ranks_mod_p(tangents: torch.Tensor, counts, p: int) -> dict[str, int]:
     """Incremental exact rank of each catalogue family, in catalogue order."""
-    ranks, start, previous = {}, 0, 0
-    for family, n in counts:
-        stop = start + n
-        total = rank_mod_p(tangents[:stop].numpy(), p) if stop else 0
-        ranks[family] = total - previous
-        previous, start = total, stop
-    return ranks
+    return family_ranks(tangents, counts, lambda M: rank_mod_p(M.numpy(), p))

@@ -79,12 +79,15 @@ def block_jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) ->
     return finite_rows((jacrev(f) if rows < arch.n_params else jacfwd(f))(params))
 
 
-def family_ranks(tangents: torch.Tensor, counts) -> dict[str, int]:
-    """Incremental numerical rank of each symmetry family (`counts`: (name, rows) in order)."""
+def family_ranks(tangents: torch.Tensor, counts, rank_of=None) -> dict[str, int]:
+    """Incremental rank of each symmetry family (`counts`: (name, rows) in order): numerical by
+    default, or by `rank_of` (a matrix -> its rank; `fp_dual.family_ranks_mod_p`). A family
+    without rows adds nothing, and its prefix's rank is not computed again."""
+    rank_of = rank_of or (lambda M: matrix_rank(M).rank)
     ranks, start, previous = {}, 0, 0
     for family, n in counts:
         stop = start + n
-        total = matrix_rank(tangents[:stop]).rank if stop else 0
+        total = previous if n == 0 else rank_of(tangents[:stop])
         ranks[family] = total - previous
         previous, start = total, stop
     return ranks
