@@ -20,10 +20,17 @@ import griffe
 
 _EXAMPLE = re.compile(r"^(\s*)Example:\s*$", re.M)
 _MATH_WORD = re.compile(r"(?<![`\w])([^\s`]*[A-Za-z0-9)}\]'][_^][^\s`]*)")
+# An `Args:` entry's name (`min_gap: ...`, `x (int): ...`): left alone, or the docstring parser
+# reads a parameter called `min_gap with its backtick.
+_ARG_NAME = re.compile(r"^(\s*[A-Za-z_]\w*(?:\s*\([^)]*\))?:\s)")
 
 
 def _code_words(line: str) -> str:
-    """Wrap the words of `line` that carry `_` or `^`, outside its code spans, in backticks."""
+    """Wrap the words of `line` that carry `_` or `^`, outside its code spans, in backticks
+    (an argument's name at the start of the line excepted)."""
+    name = _ARG_NAME.match(line)
+    if name:
+        return name.group(1) + _code_words(line[name.end():])
     parts = line.split("`")
     for i in range(0, len(parts), 2):  # even pieces are outside code spans
         parts[i] = _MATH_WORD.sub(lambda m: f"`{m.group(1)}`", parts[i])
