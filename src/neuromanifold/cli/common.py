@@ -32,6 +32,30 @@ ACTIVATION_OPTION = typer.Option(None, help="MLP activation (square, relu, gelu 
                                  "required for a block file with an MLP.")
 NORM_OPTION = typer.Option(None, help="layernorm or rmsnorm; required for a block file with "
                            "norm gains.")
+# Decoder features (docs/decoder_features.md) with the spellings of `dim`. No block stores a
+# causal mask, rotary positions or parallel blocks: these options say how to read the file.
+CAUSAL_OPTION = typer.Option(False, "--causal", help="Read the network with a causal mask (a "
+                             "file does not store one; docs/decoder_features.md).")
+POSITIONS_OPTION = typer.Option("none", help="none, or rope: read the file with rotary positions "
+                                "(not stored); learned positions are read from a block T.")
+ROPE_PAIRS_OPTION = typer.Option(None, "--rope-pairs", help="With --positions rope: pairs "
+                                 "R_1,...,R_l rotated per head (default all a_i // 2).")
+PARALLEL_OPTION = typer.Option(False, "--parallel", help="Read the blocks as parallel "
+                               "attention + MLP (not stored; needs --residual and an MLP).")
+# The others are read off the file's blocks; given, each must agree with the file.
+KV_HEADS_OPTION = typer.Option(None, "--kv-heads", help="Check: key/value groups per layer "
+                               "(read from the K_i_g blocks).")
+BIAS_OPTION = typer.Option(None, "--bias/--no-bias", help="Check: attention biases (read from "
+                           "the bq, bk, bv, bo blocks).")
+MLP_BIAS_OPTION = typer.Option(None, "--mlp-bias/--no-mlp-bias", help="Check: MLP biases (bg, "
+                               "bp, bu blocks).")
+MLP_KIND_OPTION = typer.Option(None, "--mlp-kind", help="Check: plain or gated (a G_i block).")
+VOCAB_OPTION = typer.Option(None, help="Check: the vocabulary size (rows of the block E).")
+TIED_OPTION = typer.Option(None, "--tied/--no-tied", help="Check: tied logits (an E without L).")
+QK_NORM_OPTION = typer.Option(None, "--qk-norm/--no-qk-norm", help="Check: QK-norm (qn_i_h, "
+                              "kn_i_g blocks).")
+FINAL_NORM_OPTION = typer.Option(None, "--final-norm/--no-final-norm", help="Check: a final "
+                                 "norm (a block f).")
 
 
 def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:
@@ -81,6 +105,34 @@ def build_block_architecture(widths: str, keys: str, tokens: int, attention: str
         kv_heads=None if kv_heads is None else parse_per_layer("kv-heads", kv_heads, "1,1"),
         bias=bias, mlp_bias=mlp_bias, mlp_kind=mlp_kind.lower(), vocab=vocab, tied=tied,
         qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
+
+
+def check_stored_options(arch: Architecture, *, kv_heads: str | None = None,
+                         bias: bool | None = None, mlp_bias: bool | None = None,
+                         mlp_kind: str | None = None, vocab: int | None = None,
+                         tied: bool | None = None, qk_norm: bool | None = None,
+                         final_norm: bool | None = None) -> None:
+    """Refuse (one line) a decoder option that disagrees with what a weight file's blocks say
+    (`arch`, as read); None: not given."""
+    if kv_heads is not None:
+        given = parse_per_layer("kv-heads", kv_heads, "1,1")
+        given = (given,) * arch.n_layers if isinstance(given, int) else given
+        if given != arch.kv_counts:
+            raise bad_value("kv-heads", f"the file's key/value groups {','.join(map(str, arch.kv_counts))} "
+                            "(one K_i_g block per group)", kv_heads, "Drop --kv-heads, or pass the "
+                            "file whose blocks have those groups.")
+    read = {"bias": (bias, arch.bias, "bias blocks bq, bk, bv, bo"),
+            "mlp-bias": (mlp_bias, arch.mlp_bias, "MLP bias blocks bg, bp, bu"),
+            "mlp-kind": (None if mlp_kind is None else mlp_kind.lower(), arch.mlp_kind,
+                         "a gate G_i for 'gated'"),
+            "vocab": (vocab, arch.vocab, "the rows of E"),
+            "tied": (tied, arch.tied, "an E without an L"),
+            "qk-norm": (qk_norm, arch.qk_norm, "the gains qn_i_h, kn_i_g"),
+            "final-norm": (final_norm, arch.final_norm, "the gain f")}
+    for option, (given, stored, what) in read.items():
+        if given is not None and given != stored:
+            raise bad_value(option, f"what the file stores ({stored}: {what})", given,
+                            f"Drop --{option}, or pass a file with those blocks.")
 
 
 def check_output_files(paths: list[Path], force: bool) -> None:

@@ -29,6 +29,7 @@ from ..core.display import Tabulated, architecture_text
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import LayerWeights, flatten
 from ..core.seeds import seeded_generator
+from ..core.tokens import input_stream
 from ..errors import ComputationError
 from .ball import DEFAULT_PRECISION, ROW_FACTOR, prove_rank, to_dyadic
 from .fp import DEFAULT_PRIME
@@ -118,9 +119,6 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     from .api import ESCALATE_GAP_DECADES, cap_samples  # noqa: PLC0415
 
     check_architecture(arch)
-    if arch.vocab is not None:
-        raise bad_value("arch", "a network without a vocabulary for the rank at given weights",
-                        str(arch), "Use neuromanifold_dim for networks with token-id inputs.")
     method = check_choice("method", method, POINT_METHODS)
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(
@@ -146,7 +144,13 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
     weights, upper, notes, jacobian_at, evaluator = point_bounds(arch, weights, DEFAULT_PRIME)
     t_upper = time.perf_counter() - t_start
     gen = seeded_generator(seed, "point-inputs")
-    X = to_dyadic(torch.randn((n, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64))
+    # N(0, 1) inputs drawn as always; with a vocabulary, distinct one-hot token sequences (at most
+    # V^t of them, said in the notes).
+    draw = input_stream(arch, gen)
+    X = to_dyadic(draw(n))
+    n = X.shape[0]
+    if draw.tokens is not None:
+        notes.append(draw.tokens.note())
     t0 = time.perf_counter()
     J = _finite_jacobian(jacobian_at, X, weights)
     sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))

@@ -37,8 +37,9 @@ _NAME = re.compile(r"^([QKVA])_([1-9][0-9]*)$")
 # (per-head Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h; per-layer P_i, U_i, g_i, n_i: docs/blocks.md;
 # the decoder blocks bq_i_h, bk_i_g, bv_i_g, G_i, bo_i, bg_i, bp_i, bu_i:
 # docs/decoder_features.md). Each reader then checks the names of its own format.
-_MEMBER = re.compile(r"^(?:[QKVA]_[1-9][0-9]*|(?:[QKVWO]|b[qkv])_[1-9][0-9]*_[1-9][0-9]*"
-                     r"|(?:[PUgnG]|b[gpuo])_[1-9][0-9]*)$")
+# The embedding blocks E, T, L, f and the QK-norm gains qn_i_h, kn_i_g likewise.
+_MEMBER = re.compile(r"^(?:[QKVA]_[1-9][0-9]*|(?:[QKVWO]|b[qkv]|qn|kn)_[1-9][0-9]*_[1-9][0-9]*"
+                     r"|(?:[PUgnG]|b[gpuo])_[1-9][0-9]*|[ETLf])$")
 
 # What a weight file may hold (checked from the .npy headers before any data is read).
 MAX_SIDE = 2_000                  # rows or columns of one matrix
@@ -83,7 +84,8 @@ def _check_members(path: Path, name: str, zf: zipfile.ZipFile) -> None:
         if not info.filename.endswith(".npy") or not _MEMBER.match(key):
             raise _fail(name, "arrays named Q_i, K_i, V_i or A_i, V_i (i = 1..l), or the block "
                         "names Q_i_h, K_i_h, V_i_h, W_i_h, O_i_h, P_i, U_i, g_i, n_i (and the decoder "
-                        "blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, bp_i, bu_i), in an .npz archive",
+                        "blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, bp_i, bu_i, qn_i_h, kn_i_g, "
+                        "E, T, L, f), in an .npz archive",
                         f"{path}: member {info.filename!r}",
                         "Save only the blocks, with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
         member = f"{name}:{key}"
@@ -217,9 +219,18 @@ def write_weights(path: str | Path, weights: LayerWeights | AttentionWeights) ->
 
 # ------------------------------------------------------------------ named blocks (any network)
 
-_HEAD = re.compile(r"^([QKVWO]|b[qkv])_([1-9][0-9]*)_([1-9][0-9]*)$")
+_HEAD = re.compile(r"^([QKVWO]|b[qkv]|qn|kn)_([1-9][0-9]*)_([1-9][0-9]*)$")
 # G_i, bg_i, bp_i, bu_i, bo_i: a gated MLP's gate and the biases (docs/decoder_features.md).
 _LAYER = re.compile(r"^([PUgnG]|b[gpuo])_([1-9][0-9]*)$")
+# The whole network's blocks: token embedding E, learned positions T, untied logits L, final
+# norm gain f (docs/decoder_features.md).
+_GLOBAL = re.compile(r"^([ETLf])$")
+
+
+def _is_gain(key: str) -> bool:
+    """Norm gains, which need a norm kind: g_i, n_i, qn_i_h, kn_i_g and f."""
+    return key == "f" or key.startswith(("qn_", "kn_")) or bool(
+        (m := _LAYER.match(key)) and m.group(1) in "gn")
 
 
 def is_block_file(path: str | Path, name: str = "weights") -> bool:
@@ -230,22 +241,26 @@ def is_block_file(path: str | Path, name: str = "weights") -> bool:
 
 def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "lightning",
                        residual: bool = False, activation: str = "square", norm: str = "none",
-                       causal: bool = False, name: str = "weights"
-                       ) -> tuple[Architecture, dict[str, np.ndarray]]:
+                       causal: bool = False, positions: str = "none",
+                       rope_pairs: int | tuple[int, ...] | None = None, parallel: bool = False,
+                       name: str = "weights") -> tuple[Architecture, dict[str, np.ndarray]]:
     """(architecture, named float64 blocks) of a block weight file; every name and shape checked.
 
     Decoder blocks (docs/decoder_features.md) are read from their names: fewer keys K_i_g than
-    queries Q_i_h make grouped key/value heads, bo_i biases, bp_i MLP biases, G_i a gated MLP;
-    a causal mask is not stored (`causal`)."""
+    queries Q_i_h make grouped key/value heads, bo_i biases, bp_i MLP biases, G_i a gated MLP,
+    qn_i_h QK-norm, f a final norm, E a vocabulary (tied logits without L), T learned positions;
+    what no block stores comes from the caller: a causal mask (`causal`), rotary positions
+    (`positions='rope'`, `rope_pairs`) and parallel blocks (`parallel`)."""
     arrays = _load_arrays(Path(path), name)
     heads: dict[int, set[int]] = {}
     groups: dict[int, set[int]] = {}
     for key, value in arrays.items():
-        match = _HEAD.match(key) or _LAYER.match(key)
+        match = _HEAD.match(key) or _LAYER.match(key) or _GLOBAL.match(key)
         if not match:
             raise bad_value(name, "arrays named Q_i_h, K_i_h, V_i_h (or W_i_h, O_i_h), P_i, U_i, g_i, "
                             "n_i (and the decoder blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, "
-                            "bp_i, bu_i)", key, f"Rename or remove the array {key!r} (docs/blocks.md, "
+                            "bp_i, bu_i, qn_i_h, kn_i_g, E, T, L, f)", key,
+                            f"Rename or remove the array {key!r} (docs/blocks.md, "
                             "docs/decoder_features.md).")
         if value.dtype.kind not in "iuf" or value.ndim != 2 or not np.all(np.isfinite(value)):
             raise bad_value(f"{name}:{key}", "a finite 2-D array of real numbers",
@@ -281,17 +296,35 @@ def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "l
     if len({v is None for v in values}) > 1:
         raise bad_value(name, "value widths in every layer or in none", values,
                         "Save W_i_h, O_i_h in every layer, or V_i_h in every layer.")
-    if any(k[0] in "gn" for k in arrays) and norm == "none":
-        raise bad_value("norm", "layernorm or rmsnorm for a file with norm gains g_i", norm,
-                        "Pass --norm layernorm or --norm rmsnorm.")
+    if any(_is_gain(k) for k in arrays) and norm == "none":
+        raise bad_value("norm", "layernorm or rmsnorm for a file with norm gains (g_i, n_i, qn_i_h, "
+                        "kn_i_g or f)", norm, "Pass --norm layernorm or --norm rmsnorm.")
+    vocab = arrays["E"].shape[0] if "E" in arrays else None
+    if "L" in arrays and vocab is None:
+        raise bad_value(name, "a block E (the token embedding) beside the logits L", sorted(arrays),
+                        "Add E of shape (V, d_0), or remove L.")
+    tied = vocab is not None and "L" not in arrays
+    if tied and widths[0] != widths[-1]:
+        raise bad_value(name, f"a block L of shape ({vocab}, {widths[-1]}) (logits tied to E need "
+                        f"d_l = d_0; the widths are {widths})", sorted(arrays),
+                        f"Add L of shape ({vocab}, {widths[-1]}).")
+    if "T" in arrays and positions != "none":
+        raise bad_value("positions", "left out for a file with learned positions T", positions,
+                        "Drop --positions (T makes them learned).")
+    if positions == "learned" and "T" not in arrays:
+        raise bad_value(name, f"a block T of shape ({widths[0]}, {tokens}) for --positions learned",
+                        sorted(arrays), "Add T, or drop --positions learned.")
     kv = tuple(len(groups.get(i, ())) for i in range(1, n_layers + 1))
     arch = Architecture(tuple(widths), tuple(keys), tokens, attention, heads=tuple(head_counts),
                         values=None if values[0] is None else tuple(values), residual=residual,
                         mlp=tuple(mlp), activation=activation, norm=norm, causal=causal,
+                        positions="learned" if "T" in arrays else positions, rope_pairs=rope_pairs,
                         kv_heads=None if kv == tuple(head_counts) else kv,
                         bias=any(k.startswith("bo_") for k in arrays),
                         mlp_bias=any(k.startswith("bp_") for k in arrays),
-                        mlp_kind="gated" if any(k.startswith("G_") for k in arrays) else "plain")
+                        mlp_kind="gated" if any(k.startswith("G_") for k in arrays) else "plain",
+                        vocab=vocab, tied=tied, qk_norm=any(k.startswith("qn_") for k in arrays),
+                        final_norm="f" in arrays, parallel=parallel)
     blocks = {k: v.astype(np.float64) for k, v in arrays.items()}
     check_block_weights(arch, blocks, name)
     return arch, blocks
@@ -326,7 +359,8 @@ class NetworkFile:
 
 def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "lightning",
                       residual: bool | None = None, activation: str | None = None,
-                      norm: str | None = None, causal: bool = False,
+                      norm: str | None = None, causal: bool = False, positions: str = "none",
+                      rope_pairs: int | tuple[int, ...] | None = None, parallel: bool = False,
                       name: str = "weights") -> NetworkFile:
     """Read a paper-format or block weight file as the network the options name; never drop one.
 
@@ -340,6 +374,11 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
     V_i_1 = V_i); `activation` and `norm` are refused for it (it has no MLP and no gains).
       causal      a causal mask (not stored in any file); a paper-format file is then read as the
                   one-head block network with the mask.
+      positions   'rope' (with `rope_pairs`) reads the file with rotary positions, which no block
+                  stores (a paper-format file as the one-head block network); learned positions
+                  come from a block T, and 'learned' without one is refused.
+      parallel    parallel attention and MLP blocks (not stored; needs residual and an MLP).
+    The other decoder features are read off the blocks (`read_block_weights`).
     """
     if not is_block_file(path, name):
         for option, value, why in (("activation", activation, "no MLP (P_i, U_i)"),
@@ -348,8 +387,15 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
                 raise bad_value(option, f"left out for a file in the paper's format (Q_i, K_i, V_i: "
                                 f"{why})", value, f"Drop --{option}, or save a block file with "
                                 "those blocks (docs/blocks.md).")
+        if positions == "learned" or parallel:
+            what = "--positions learned (a block T)" if positions == "learned" else "--parallel"
+            raise bad_value("positions" if positions == "learned" else "parallel",
+                            "left out for a file in the paper's format (Q_i, K_i, V_i: no T, no MLP)",
+                            what, "Drop it, or save a block file with those blocks "
+                            "(docs/decoder_features.md).")
         data = read_weights(path, tokens=tokens, attention=attention, name=name)
-        if not residual and not causal:
+        rope = positions == "rope"
+        if not residual and not causal and not rope:
             flag = "--no-residual" if residual is False else "the paper's format"
             return NetworkFile(data.arch, data.layer_weights, "paper",
                                f"the paper's model: no residual ({flag}), one head, no MLP, no norm")
@@ -358,23 +404,27 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
         for i, (Q, K, V) in enumerate(zip(w.Q, w.K, w.V), start=1):
             blocks.update({f"Q_{i}_1": Q.numpy(), f"K_{i}_1": K.numpy(), f"V_{i}_1": V.numpy()})
         arch = Architecture(data.arch.widths, data.arch.keys, tokens, attention,
-                            heads=(1,) * data.arch.n_layers, residual=bool(residual), causal=causal)
+                            heads=(1,) * data.arch.n_layers, residual=bool(residual), causal=causal,
+                            positions=positions, rope_pairs=rope_pairs)
         what = " and ".join(w for w, on in (("residual paths (--residual)", residual),
-                                              ("a causal mask (--causal)", causal)) if on)
+                                              ("a causal mask (--causal)", causal),
+                                              ("rotary positions (--positions rope)", rope)) if on)
         return NetworkFile(arch, blocks, "block", f"one-head block network with {what} on a file "
                            "in the paper's format, no MLP, no norm")
     arrays = _load_arrays(Path(path), name)
     has_mlp = any(_LAYER.match(k) and k[0] in "PU" for k in arrays)
-    has_gains = any(_LAYER.match(k) and k[0] in "gn" for k in arrays)
+    has_gains = any(_is_gain(k) for k in arrays)
     if not has_mlp and activation is not None:
         raise bad_value("activation", "left out for a block file without an MLP (no P_i, U_i)",
                         activation, "Drop --activation.")
     if not has_gains and norm not in (None, "none"):
-        raise bad_value("norm", "left out for a block file without norm gains (no g_i, n_i)",
-                        norm, "Drop --norm, or save the gains g_i, n_i in the file.")
-    arch, blocks = read_block_weights(path, tokens=tokens, attention=attention, residual=False,
+        raise bad_value("norm", "left out for a block file without norm gains (no g_i, n_i, "
+                        "qn_i_h, kn_i_g, f)", norm, "Drop --norm, or save the gains in the file.")
+    arch, blocks = read_block_weights(path, tokens=tokens, attention=attention,
+                                      residual=bool(residual) and parallel,
                                       activation=activation or "square", norm=norm or "none",
-                                      causal=causal, name=name)
+                                      causal=causal, positions=positions, rope_pairs=rope_pairs,
+                                      parallel=parallel, name=name)
     if residual is None and len(set(arch.widths)) == 1:
         raise bad_value("residual", f"given (--residual or --no-residual) for a block file whose "
                         f"widths are all equal ({','.join(map(str, arch.widths))}): its shapes fit "
@@ -392,6 +442,15 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
     parts.append(f"MLP activation {activation} (--activation)" if has_mlp else "no MLP")
     parts.append(f"norm {arch.norm} (--norm)" if has_gains else "no norm")
     parts += [part for part, on in (("a causal mask (--causal)", arch.causal),
+                                    ("learned positions (T)", arch.positions == "learned"),
+                                    (f"rotary positions on pairs {arch.rotated_pairs} (--positions "
+                                     "rope)", arch.positions == "rope"),
+                                    (f"vocabulary {arch.vocab} (E), "
+                                     + ("tied logits (no L)" if arch.tied else "untied logits (L)"),
+                                     arch.vocab is not None),
+                                    ("QK-norm (qn, kn)", arch.qk_norm),
+                                    ("a final norm (f)", arch.final_norm),
+                                    ("parallel blocks (--parallel)", arch.parallel),
                                     (f"key/value groups {arch.kv_heads} (from the K blocks)",
                                      arch.kv_heads is not None),
                                     ("biases (from the bias blocks)", arch.bias),
