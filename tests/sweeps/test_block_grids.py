@@ -105,7 +105,7 @@ def test_v1_store_is_read_and_migrated(tmp_path):
     summary = sweep(_grid(tmp_path, V1_GRID), db)
     assert (summary.n_already_done, summary.n_written) == (0, 4)
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == STORE_SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == STORE_SCHEMA_VERSION == 3
     conn.close()
     check_store(db)
     sweep(_grid(tmp_path, BLOCK_GRID, "blocks.toml"), db)

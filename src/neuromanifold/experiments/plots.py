@@ -186,6 +186,39 @@ def plot_difference_heatmap(cells: dict, path: Path | None = None, x: str = "d1"
     return _save(fig, path, tight=False)
 
 
+def plot_feature_deficit(deficits: dict, path: Path | None = None) -> Figure:
+    """Dimension deficit n_params - dimension of each decoder feature (`sweeps.report.
+    feature_deficits`): one line of markers per base network, the features along x ('none' first);
+    filled markers are settled or certified, hollow ones lower-bound rows (the deficit is at most
+    the value shown)."""
+    features = sorted({f for by in deficits.values() for f in by}, key=lambda f: (f != "none", f))
+    fig = Figure(figsize=(max(6.2, 0.55 * len(features) + 3), 5), dpi=130)
+    ax = fig.subplots()
+    x = {f: k for k, f in enumerate(features)}
+    n_bases = max(len(deficits), 1)
+    for n, (base, by) in enumerate(sorted(deficits.items())):
+        colour = f"C{n % 10}"
+        shift = 0.5 * (n + 0.5) / n_bases - 0.25   # side by side within a feature's slot
+        shown = [f for f in features if f in by]
+        for f in shown:
+            value, status = by[f]
+            settled = status in SETTLED_STATUSES
+            ax.scatter([x[f] + shift], [value], s=24, color=colour,
+                       facecolors=colour if settled else "none",
+                       label=base if f == shown[0] else None)
+    ax.set_xticks(range(len(features)))
+    ax.set_xticklabels(features, rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("deficit n_params - dimension")
+    ax.set_title("What each decoder feature does to the dimension deficit\n(filled: settled or "
+                 "certified; hollow: lower-bound rows, deficit at most the value)"
+                 + ("" if deficits else "\n(no result with a dimension in this store)"),
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    if deficits:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
 def plot_heads(rows: list[dict], path: Path | None = None, title: str = "") -> Figure:
     """Dimension against heads: lightning and softmax, with the naive count and ambient bound."""
     heads = [r["heads"] for r in rows]

@@ -27,6 +27,10 @@ Decoder features (docs/decoder_features.md), all optional, defaults leave the ne
     rope_pairs = [[1, 1]]                           # pairs rotated per layer; default all
     vocab      = [5]                                # token ids and logits; default none
     tied = [false, true]; qk_norm = [false]; final_norm = [false]; parallel = [false]
+    causal     = [false, true]                      # causal mask; default [false]
+    kv_heads   = [[1, 1]]                           # key/value groups per layer; default one per head
+    bias = [false, true]; mlp_bias = [false]        # attention and MLP biases; default [false]
+    mlp_kind   = ["plain", "gated"]                 # gated MLPs (needs mlp); default ["plain"]
 
 Combinations that do not make an architecture (a list without one entry per layer, a residual
 with changing widths, an exact method of a network that is not polynomial) are skipped.
@@ -51,14 +55,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..core.architecture import ACTIVATIONS, NORMS, POSITIONS, Architecture
+from ..core.architecture import ACTIVATIONS, MLP_KINDS, NORMS, POSITIONS, Architecture
 from ..core.checks import ATTENTION_KINDS, METHODS, bad_value
 from ..core.limits import MAX_LAYERS, MAX_TOKENS, MAX_WIDTH
 from ..errors import InputError
 
 BLOCK_KEYS = ("heads", "values", "residual", "mlp", "activation", "norm")
 # Decoder features (docs/decoder_features.md): scalar or per-layer lists, absent = default.
-DECODER_KEYS = ("positions", "rope_pairs", "vocab", "tied", "qk_norm", "final_norm", "parallel")
+DECODER_KEYS = ("positions", "rope_pairs", "vocab", "tied", "qk_norm", "final_norm", "parallel",
+                "causal", "kv_heads", "bias", "mlp_bias", "mlp_kind")
 BLOCK_KEYS = BLOCK_KEYS + DECODER_KEYS
 GRID_KEYS = ("widths", "keys", "tokens", "attention", "method", "temperature", "description") + BLOCK_KEYS
 REQUIRED_GRID_KEYS = ("widths", "keys", "tokens")
@@ -286,7 +291,9 @@ def _block_options(source: str, table: dict, n_other: int = 1) -> list[dict]:
 BLOCK_DEFAULTS = {"heads": (None,), "values": (None,), "residual": (False,), "mlp": (None,),
                   "activation": ("square",), "norm": ("none",), "positions": ("none",),
                   "rope_pairs": (None,), "vocab": (None,), "tied": (False,),
-                  "qk_norm": (False,), "final_norm": (False,), "parallel": (False,)}
+                  "qk_norm": (False,), "final_norm": (False,), "parallel": (False,),
+                  "causal": (False,), "kv_heads": (None,), "bias": (False,),
+                  "mlp_bias": (False,), "mlp_kind": ("plain",)}
 
 
 def _decoder_options(source: str, table: dict) -> list[dict]:
@@ -305,10 +312,13 @@ def _decoder_options(source: str, table: dict) -> list[dict]:
         "[[1, 1]]")]
     vocab = [None] if "vocab" not in table else _scalars(
         source, "vocab", table["vocab"], int, lambda v: v >= 2, "[5]")
-    names = ("positions", "rope_pairs", "vocab", "tied", "qk_norm", "final_norm", "parallel")
-    return [dict(zip(names, combo)) for combo in itertools.product(
+    kv_heads = [None] if "kv_heads" not in table else _int_tuples(
+        source, "kv_heads", table["kv_heads"], 1, "[1, 1]")
+    mlp_kind = _scalars(source, "mlp_kind", table.get("mlp_kind", ["plain"]), str,
+                        lambda v: v in MLP_KINDS, '["plain", "gated"]')
+    return [dict(zip(DECODER_KEYS, combo)) for combo in itertools.product(
         positions, pairs, vocab, flags("tied"), flags("qk_norm"), flags("final_norm"),
-        flags("parallel"))]
+        flags("parallel"), flags("causal"), kv_heads, flags("bias"), flags("mlp_bias"), mlp_kind)]
 
 
 def item_architecture(item: dict) -> Architecture:
@@ -321,7 +331,10 @@ def item_architecture(item: dict) -> Architecture:
                         rope_pairs=item.get("rope_pairs"), vocab=item.get("vocab"),
                         tied=item.get("tied", False), qk_norm=item.get("qk_norm", False),
                         final_norm=item.get("final_norm", False),
-                        parallel=item.get("parallel", False))
+                        parallel=item.get("parallel", False), causal=item.get("causal", False),
+                        kv_heads=item.get("kv_heads"), bias=item.get("bias", False),
+                        mlp_bias=item.get("mlp_bias", False),
+                        mlp_kind=item.get("mlp_kind", "plain"))
 
 
 def load_grid(spec: str | os.PathLike) -> Grid:

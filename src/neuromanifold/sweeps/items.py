@@ -64,7 +64,20 @@ def block_columns(arch) -> dict:
     return {"heads": ",".join(map(str, arch.head_counts)),
             "value_widths": None if arch.values is None else ",".join(map(str, arch.values)),
             "residual": int(arch.residual), "mlp": ",".join(map(str, arch.mlp_widths)),
-            "activation": arch.activation, "norm": arch.norm}
+            "activation": arch.activation, "norm": arch.norm, **decoder_columns(arch)}
+
+
+def decoder_columns(arch) -> dict:
+    """The store's decoder-feature columns of an architecture (docs/decoder_features.md): flags
+    as 0/1, per-layer lists as text ('2,2'), `rope_pairs` the pairs rotated (None without rotary
+    positions), `kv_heads` the key/value groups (the heads where none are grouped)."""
+    return {"causal": int(arch.causal), "positions": arch.positions,
+            "rope_pairs": (",".join(map(str, arch.rotated_pairs)) if arch.positions == "rope"
+                           else None),
+            "kv_heads": ",".join(map(str, arch.kv_counts)), "bias": int(arch.bias),
+            "mlp_bias": int(arch.mlp_bias), "mlp_kind": arch.mlp_kind, "vocab": arch.vocab,
+            "tied": int(arch.tied), "qk_norm": int(arch.qk_norm),
+            "final_norm": int(arch.final_norm), "parallel": int(arch.parallel)}
 
 
 def timeout_row(item: dict, timeout: float) -> dict:

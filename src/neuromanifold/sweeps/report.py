@@ -22,9 +22,61 @@ CSV_COLUMNS = (
     "hypotheses_hold", "status", "seconds", "formula_name", "difference", "conjecture",
     "conjecture_hypotheses_hold", "conjecture_difference", "method_used", "sv_gap", "n_samples",
     "seed", "temperature", "heads", "value_widths", "residual", "mlp", "activation", "norm",
-    "message", "item_key", "general", "general_difference")
+    "message", "item_key", "general", "general_difference", "causal", "positions", "rope_pairs",
+    "kv_heads", "bias", "mlp_bias", "mlp_kind", "vocab", "tied", "qk_norm", "final_norm",
+    "parallel", "feature")
 REPORT_FILES = ("results.csv", "measured_vs_formula.png", "difference_heatmap.png",
                 "measured_vs_general.png")
+# Written beside them when the store has decoder-feature rows (docs/decoder_features.md).
+FEATURE_FILE = "feature_deficit.png"
+
+
+def feature_of(r: dict) -> str:
+    """The decoder features of a store row, e.g. 'causal', 'rope pairs 1', 'kv_heads 1,1',
+    'gated mlp + mlp bias'; 'none' for a row without any (docs/decoder_features.md)."""
+    keys = str(r.get("keys") or "").split(",")
+    parts = []
+    if r.get("causal"):
+        parts.append("causal")
+    positions = r.get("positions") or "none"
+    if positions == "rope":
+        full = ",".join(str(int(a) // 2) for a in keys if a)
+        pairs = r.get("rope_pairs")
+        parts.append("rope" if not pairs or pairs == full else f"rope pairs {pairs}")
+    elif positions != "none":
+        parts.append(f"{positions} positions")
+    if r.get("kv_heads") and r.get("heads") and r["kv_heads"] != r["heads"]:
+        parts.append(f"kv_heads {r['kv_heads']}")
+    for flag, name in (("bias", "bias"), ("mlp_bias", "mlp bias"), ("qk_norm", "qk-norm"),
+                       ("final_norm", "final norm"), ("parallel", "parallel")):
+        if r.get(flag):
+            parts.append(name)
+    if (r.get("mlp_kind") or "plain") != "plain":
+        parts.append(f"{r['mlp_kind']} mlp")
+    if r.get("vocab"):
+        parts.append(f"vocab {r['vocab']}" + (" tied" if r.get("tied") else ""))
+    return " + ".join(parts) or "none"
+
+
+def feature_deficits(rows: list[dict]) -> dict:
+    """Per base network (every column but the decoder features, as a label): {feature: (n_params
+    - dimension, status)} of its rows; the deficit is exact for settled and certified rows and an
+    upper bound for lower-bound rows (the dimension is at least the value); other rows are left
+    out."""
+    out: dict = defaultdict(dict)
+    for r in rows:
+        if r["dimension"] is None or (r["status"] not in SETTLED_STATUSES
+                                      and r["status"] != "lower-bound"):
+            continue
+        base = (f"{r['attention']} d={r['widths']} a={r['keys']} t={r['tokens']}"
+                + (f" h={r['heads']}" if r.get("heads") and set(str(r["heads"]).split(",")) != {"1"}
+                   else "")
+                + (" res" if r.get("residual") else "")
+                + (f" mlp={r['mlp']} {r['activation']}" if r.get("mlp") and
+                   set(str(r["mlp"]).split(",")) != {"0"} else "")
+                + (f" {r['norm']}" if (r.get("norm") or "none") != "none" else ""))
+        out[base][feature_of(r)] = (int(r["n_params"]) - int(r["dimension"]), r["status"])
+    return dict(out)
 
 
 def _general_value(r: dict) -> int | None:
@@ -34,7 +86,8 @@ def _general_value(r: dict) -> int | None:
         return all(x in ("", digit) for x in str(text or "").split(","))
 
     plain = (only(r.get("heads"), "1") and not r.get("value_widths") and not r.get("residual")
-             and only(r.get("mlp"), "0") and (r.get("norm") or "none") == "none")
+             and only(r.get("mlp"), "0") and (r.get("norm") or "none") == "none"
+             and feature_of(r) == "none")
     if r["attention"] != "lightning" or not plain:
         return None
     from ..core.architecture import Architecture  # noqa: PLC0415
@@ -122,6 +175,7 @@ def report_rows(rows: list[dict]) -> list[dict]:
         row["general"] = _general_value(r)
         row["general_difference"] = (None if dim is None or row["general"] is None
                                      else dim - row["general"])
+        row["feature"] = feature_of(r)
         out.append({c: row.get(c) for c in CSV_COLUMNS})
     return out
 
@@ -260,8 +314,8 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
     'heat_x', 'heat_y', 'heatmap_note': why the map is empty, or None, 'damaged_rows': n skipped,
     'damage': {column: n}}.
     """
-    from ..experiments.plots import (plot_difference_heatmap, plot_measured_vs_formula,  # noqa: PLC0415
-                                     plot_measured_vs_general)
+    from ..experiments.plots import (plot_difference_heatmap, plot_feature_deficit,  # noqa: PLC0415
+                                     plot_measured_vs_formula, plot_measured_vs_general)
 
     chosen = heat_x is None and heat_y is None and heat_layers is None
     heat_layers = 2 if heat_layers is None else heat_layers
@@ -275,13 +329,14 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
-    paths = [out / name for name in REPORT_FILES]
+    stored, damaged = readable_rows(read_results(db), db)
+    features = any(feature_of(r) != "none" for r in stored)
+    paths = [out / name for name in REPORT_FILES + ((FEATURE_FILE,) if features else ())]
     existing = [str(p) for p in paths if p.exists()]
     if existing and not force:
         raise bad_value("out", "a folder without earlier report files", ", ".join(existing),
                         "Pass another --out folder, or --force to overwrite.")
     check_output_folder("out", out)
-    stored, damaged = readable_rows(read_results(db), db)
     rows = report_rows(stored)
     if not rows:
         raise bad_value("db", "a sweep store with at least one result", str(db),
@@ -303,6 +358,8 @@ def write_report(db: str | os.PathLike, out: str | os.PathLike, *, force: bool =
                                 f"l = {heat_layers}" + (f", {fix_text}" if fix_text else ""),
                                 empty=note)
         plot_measured_vs_general(rows, temps[3])
+        if features:
+            plot_feature_deficit(feature_deficits(stored), temps[4])
     return {"rows": len(rows), "files": [str(p) for p in paths],
             "heatmap_rows": sum(sum(c["count"].values()) for c in cells.values()),
             "heat_layers": heat_layers, "heat_x": heat_x, "heat_y": heat_y, "heatmap_note": note,

@@ -19,17 +19,21 @@ from ..errors import InputError
 from ..dimension.result import STATUSES as RESULT_STATUSES
 
 STORE_APPLICATION_ID = 0x4E4D5357  # "NMSW"
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 # Version 2 added the transformer-block columns (docs/blocks.md); `value_widths` because
-# `values` is an SQL keyword. Version-1 stores are migrated when opened for writing and read
-# with these defaults.
+# `values` is an SQL keyword. Version 3 added the decoder-feature columns
+# (docs/decoder_features.md). Older stores are migrated when opened for writing (their rows'
+# decoder columns filled from their item keys, which name every non-default option) and read
+# with the same values.
 BLOCK_COLUMNS = ("heads", "value_widths", "residual", "mlp", "activation", "norm")
+DECODER_COLUMNS = ("causal", "positions", "rope_pairs", "kv_heads", "bias", "mlp_bias",
+                   "mlp_kind", "vocab", "tied", "qk_norm", "final_norm", "parallel")
 RESULT_COLUMNS = (
     "item_key", "widths", "keys", "tokens", "attention", "method", "temperature", "seed",
     "n_params", "dimension", "formula_name", "formula", "hypotheses_hold", "conjecture",
     "conjecture_hypotheses_hold", "status", "method_used", "sv_gap", "n_samples", "seconds",
-    "message", "result_json", "finished_at") + BLOCK_COLUMNS
-MIGRATABLE_VERSIONS = (1,)
+    "message", "result_json", "finished_at") + BLOCK_COLUMNS + DECODER_COLUMNS
+MIGRATABLE_VERSIONS = (1, 2)
 # Row statuses: those of DimensionResult, plus the sweep's own ('refused': over the memory budget).
 STATUSES = RESULT_STATUSES + ("error", "timeout", "refused")
 
@@ -119,8 +123,9 @@ def check_store(path: str | os.PathLike, *, must_exist: bool = False,
                         f"{path} (version {version})", "Pass a new file name such as results.sqlite.")
     if problems != ["ok"]:
         raise _damaged(path, f"SQLite's quick_check fails: {problems[0]}")
-    expected = RESULT_COLUMNS if version == STORE_SCHEMA_VERSION else tuple(
-        c for c in RESULT_COLUMNS if c not in BLOCK_COLUMNS)  # a version-1 store, migrated on write
+    # an older store, migrated on write: only the columns of its version
+    added = {1: BLOCK_COLUMNS + DECODER_COLUMNS, 2: DECODER_COLUMNS}.get(version, ())
+    expected = tuple(c for c in RESULT_COLUMNS if c not in added)
     missing = [c for c in expected if c not in columns]
     if missing:
         raise _damaged(path, f"the results table lacks column {missing[0]}")
@@ -148,8 +153,9 @@ def open_store(path: str | os.PathLike) -> sqlite3.Connection:
         f"{c} TEXT PRIMARY KEY" if c == "item_key" else c for c in RESULT_COLUMNS)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if conn.execute("PRAGMA user_version").fetchone()[0] in MIGRATABLE_VERSIONS:
-            _migrate_v1(conn)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version in MIGRATABLE_VERSIONS:
+            _migrate(conn, version)
         conn.execute(f"CREATE TABLE IF NOT EXISTS results ({columns})")
         conn.execute(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {STORE_SCHEMA_VERSION}")
@@ -167,16 +173,40 @@ def v1_defaults(row: dict) -> dict:
             "mlp": ",".join(["0"] * layers), "activation": "square", "norm": "none"}
 
 
-def _migrate_v1(conn: sqlite3.Connection) -> None:
-    """Version 1 -> 2 inside the caller's transaction: add and fill the block columns."""
+def v2_defaults(row: dict) -> dict:
+    """Decoder columns of a row written before version 3, from its item key (which names every
+    non-default option: positions, rope_pairs, vocab, tied, qk_norm, final_norm, parallel) and
+    its keys and heads columns."""
+    named = dict(part.split("=", 1) for part in str(row["item_key"]).split(";") if "=" in part)
+    keys = [int(a) for a in str(row["keys"]).split(",")]
+    positions = named.get("positions", "none")
+    pairs = named.get("rope_pairs") or (",".join(str(a // 2) for a in keys)
+                                        if positions == "rope" else None)
+    heads = row.get("heads") or ",".join(["1"] * len(keys))
+    return {"causal": 0, "positions": positions, "rope_pairs": pairs, "kv_heads": heads,
+            "bias": 0, "mlp_bias": 0, "mlp_kind": "plain",
+            "vocab": int(named["vocab"]) if "vocab" in named else None,
+            **{flag: int(named.get(flag) == "true")
+               for flag in ("tied", "qk_norm", "final_norm", "parallel")}}
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Version 1 or 2 -> 3 inside the caller's transaction: add and fill the new columns."""
     present = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
-    for column in BLOCK_COLUMNS:
+    added = (BLOCK_COLUMNS if version == 1 else ()) + DECODER_COLUMNS
+    for column in added:
         if column not in present:
             conn.execute(f"ALTER TABLE results ADD COLUMN {column}")
     for key, keys in conn.execute("SELECT item_key, keys FROM results").fetchall():
-        values = v1_defaults({"keys": keys})
-        conn.execute("UPDATE results SET " + ", ".join(f"{c} = ?" for c in BLOCK_COLUMNS)
-                     + " WHERE item_key = ?", [values[c] for c in BLOCK_COLUMNS] + [key])
+        row = {"item_key": key, "keys": keys}
+        if version == 1:
+            row.update(v1_defaults(row))
+        else:
+            row["heads"] = conn.execute("SELECT heads FROM results WHERE item_key = ?",
+                                        (key,)).fetchone()[0]
+        values = {**row, **v2_defaults(row)}
+        conn.execute("UPDATE results SET " + ", ".join(f"{c} = ?" for c in added)
+                     + " WHERE item_key = ?", [values[c] for c in added] + [key])
 
 
 def done_keys(conn: sqlite3.Connection) -> set[str]:
@@ -209,5 +239,7 @@ def read_results(path: str | os.PathLike) -> list[dict]:
         rows = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY rowid")]
     finally:
         conn.close()
-    # A version-1 store read without migrating: its rows are the paper's model.
-    return [row if "heads" in row else dict(row, **v1_defaults(row)) for row in rows]
+    # A version-1 store read without migrating: its rows are the paper's model; a version-2
+    # store's decoder columns come from the item keys.
+    rows = [row if "heads" in row else dict(row, **v1_defaults(row)) for row in rows]
+    return [row if "causal" in row else dict(row, **v2_defaults(row)) for row in rows]
