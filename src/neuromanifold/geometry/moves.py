@@ -26,8 +26,10 @@ from ..core.checks import bad_value, check_choice, check_int, check_positive_flo
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
+from ..core.tokens import one_hot
+from ..symmetries.actions import commutes_with_rotations
 from ..symmetries.actions import head_value as _value
-from ..symmetries.registry import action
+from ..symmetries.registry import action, families_for
 from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
@@ -67,16 +69,33 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max(initial=0.0) / scale)
 
 
+def _with_bias(B: dict, block: str, bias: str) -> np.ndarray:
+    """The block with its bias as one more column ([Q | bq]), or the block alone without one:
+    the moves act on both alike (`symmetries.actions`)."""
+    return np.concatenate([B[block], B[bias]], axis=1) if bias in B else B[block]
+
+
 def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -> list | None:
     """Moves mapping layer i of W1 onto W2 (float search), or None."""
     H = arch.head_counts[i - 1]
     lightning = arch.attention == "lightning"
+    rotated = arch.rotated_pairs[i - 1] > 0 and arch.tokens > 1
     moves: list[dict] = []
 
+    def query(B, h):
+        return _with_bias(B, f"Q_{i}_{h}", f"bq_{i}_{h}")
+
+    def value(B, h):
+        V = _value(B, i, h)
+        if f"bv_{i}_{h}" in B:  # the bias through the output projection, as the head adds it
+            bias = B[f"bv_{i}_{h}"] if f"O_{i}_{h}" not in B else B[f"O_{i}_{h}"] @ B[f"bv_{i}_{h}"]
+            V = np.concatenate([V, bias], axis=1)
+        return V
+
     def invariant(B, h):
-        A = B[f"Q_{i}_{h}"].T @ B[f"K_{i}_{h}"]
-        return np.kron(_value(B, i, h), A) if lightning else np.concatenate(
-            [A.ravel(), _value(B, i, h).ravel()])
+        A = query(B, h).T @ _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}")
+        return np.kron(value(B, h), A) if lightning else np.concatenate(
+            [A.ravel(), value(B, h).ravel()])
 
     T1 = [invariant(W1, h) for h in range(1, H + 1)]
     T2 = [invariant(W2, h) for h in range(1, H + 1)]
@@ -90,7 +109,8 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
     if perm is not None:
         if perm != list(range(H)):
             moves.append({"layer": i, "move": "head permutation", "perm": [g + 1 for g in perm]})
-    elif lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1]:
+    elif lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1] and not arch.bias \
+            and not rotated:
         V1 = np.stack([_value(W1, i, h).ravel() for h in range(1, H + 1)], axis=1)
         V2 = np.stack([_value(W2, i, h).ravel() for h in range(1, H + 1)], axis=1)
         M = np.linalg.lstsq(V1, V2, rcond=None)[0]
@@ -101,35 +121,45 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
         return None
     current = apply_block_witness(arch, W1, moves)
     for h in range(1, H + 1):
-        Q1, K1, Q2, K2 = (current[f"Q_{i}_{h}"], current[f"K_{i}_{h}"], W2[f"Q_{i}_{h}"],
-                          W2[f"K_{i}_{h}"])
-        A1, A2 = Q1.T @ K1, Q2.T @ K2
+        Q1, Q2 = query(current, h), query(W2, h)
+        A1 = Q1.T @ _with_bias(current, f"K_{i}_{h}", f"bk_{i}_{h}")
+        A2 = Q2.T @ _with_bias(W2, f"K_{i}_{h}", f"bk_{i}_{h}")
         c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
         if lightning and abs(c - 1.0) > tol:
             step = {"layer": i, "head": h, "move": "per-head rescaling", "c": c}
             moves.append(step)
             current = apply_block_witness(arch, current, [step])
-            Q1 = current[f"Q_{i}_{h}"]
+            Q1 = query(current, h)
         G = Q2 @ np.linalg.pinv(Q1)
         if _rel(G, np.eye(G.shape[0])) > tol:
-            step = {"layer": i, "head": h, "move": "per-head GL(a)", "G": G}
+            # with rotary positions only the commutant of the rotations is a symmetry
+            if rotated and not commutes_with_rotations(arch, i, G):
+                return None
+            step = {"layer": i, "head": h, "G": G,
+                    "move": "rotary commutant" if rotated else "per-head GL(a)"}
             moves.append(step)
             current = apply_block_witness(arch, current, [step])
         if f"W_{i}_{h}" in current:
-            G = W2[f"W_{i}_{h}"] @ np.linalg.pinv(current[f"W_{i}_{h}"])
+            G = _with_bias(W2, f"W_{i}_{h}", f"bv_{i}_{h}") @ np.linalg.pinv(
+                _with_bias(current, f"W_{i}_{h}", f"bv_{i}_{h}"))
             if _rel(G, np.eye(G.shape[0])) > tol:
                 step = {"layer": i, "head": h, "move": "per-head GL(v)", "G": G}
                 moves.append(step)
                 current = apply_block_witness(arch, current, [step])
-    if arch.mlp_widths[i - 1] > 0 and arch.activation in ("square", "relu"):
-        P1, P2 = current[f"P_{i}"], W2[f"P_{i}"]
+    gated = arch.mlp_kind == "gated"
+    if arch.mlp_widths[i - 1] > 0 and (gated or arch.activation in ("square", "relu")):
+        P1, P2 = _with_bias(current, f"P_{i}", f"bp_{i}"), _with_bias(W2, f"P_{i}", f"bp_{i}")
         unit1 = P1 / np.linalg.norm(P1, axis=1, keepdims=True)
         unit2 = P2 / np.linalg.norm(P2, axis=1, keepdims=True)
+        # a gated neuron's gate row (and bias) is not rescaled: it must match as it is
+        gate1, gate2 = ((_with_bias(current, f"G_{i}", f"bg_{i}"), _with_bias(W2, f"G_{i}", f"bg_{i}"))
+                        if gated else (None, None))
         neuron_perm, scales = [], []
         for j in range(P2.shape[0]):
-            signs = (1.0, -1.0) if arch.activation == "square" else (1.0,)
+            signs = (1.0, -1.0) if arch.activation == "square" or gated else (1.0,)
             found = [(k, s) for k in range(P1.shape[0]) for s in signs
-                     if k not in neuron_perm and _rel(s * unit1[k], unit2[j]) < tol]
+                     if k not in neuron_perm and _rel(s * unit1[k], unit2[j]) < tol
+                     and (not gated or _rel(gate1[k], gate2[j]) < tol)]
             if not found:
                 return None
             k, s = found[0]
@@ -146,10 +176,16 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
 
 def unsearched_options(arch: Architecture) -> list[str]:
     """The options of `arch` whose moves the witness search does not model (grouped key/value
-    heads, biases, gated MLPs): for them `find_block_witness` searches nothing and says so."""
+    heads, QK-norm gains): for them `find_block_witness` searches nothing and says so."""
     return [name for name, on in (("grouped key/value heads", arch.kv_counts != arch.head_counts),
-                                  ("attention biases", arch.bias), ("MLP biases", arch.mlp_bias),
-                                  ("gated MLPs", arch.mlp_kind != "plain")) if on]
+                                  ("QK-norm", arch.qk_norm)) if on]
+
+
+def unsearched_families(arch: Architecture) -> list[str]:
+    """The registry's families acting on `arch` that the search has no move for (the stream's
+    basis at the embedding and logits, bias shifts, between-layer GL, ...): a witness of other
+    moves may not exist even where the networks are one orbit of the whole group."""
+    return [f.name for f in families_for(arch) if f.move is None]
 
 
 def find_block_witness(arch: Architecture, W1: dict[str, np.ndarray], W2: dict[str, np.ndarray], *,
@@ -209,9 +245,11 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
     of size <= 2^24, as `fibers.same_function` decides; numerical otherwise).
     """
     check_architecture(arch)
-    if arch.vocab is not None:
-        raise bad_value("arch", "a network without a vocabulary (token-id inputs are not compared "
-                        "here)", str(arch), "Compare the networks without --vocab.")
+    if arch.vocab is not None and arch.n_sequences > MAX_SEQUENCES:
+        raise bad_value("arch", f"a vocabulary with at most {MAX_SEQUENCES} token sequences V^t "
+                        "(fiber compares the networks at every one)",
+                        f"V^t = {arch.vocab}^{arch.tokens} = {arch.n_sequences}",
+                        "Pass a smaller --vocab or fewer --tokens.")
     for name, blocks in (("weights", weights), ("other", other)):
         check_block_weights(arch, blocks, name)
     method = check_choice("method", method, ("auto", "exact", "numerical"))
@@ -225,12 +263,27 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
     if method == "auto":
         method = "exact" if arch.is_polynomial and all(
             _integral(b) for b in (weights, other)) else "numerical"
+    sequences = None if arch.vocab is None else _all_sequences(arch)
     if method == "exact":
         E1, E2 = _exact_blocks(weights), _exact_blocks(other)
-        same, failure, is_zero = exact_identity(
-            arch, lambda X: (block_forward(arch, E1, X), block_forward(arch, E2, X)), n_points, seed)
+
+        def evaluate(X):
+            return block_forward(arch, E1, X), block_forward(arch, E2, X)
+        if sequences is None:
+            same, failure, is_zero = exact_identity(arch, evaluate, n_points, seed)
+            notes = ["identity tested in exact rational arithmetic at random integer inputs"]
+        else:  # a finite input set: compared at every one of its points, a proof
+            same, is_zero = True, True
+            for X in sequences.numpy().astype(int).astype(object):
+                a, b = evaluate(X)
+                same, is_zero = bool(np.all(a == b)), is_zero and bool(np.all(a == 0))
+                if not same:
+                    break
+            failure, is_zero = 0.0, same and is_zero
+            n_points = len(sequences)
+            notes = [f"identity tested in exact rational arithmetic at every one of the "
+                     f"V^t = {arch.n_sequences} token sequences (the whole input set)"]
         result = FiberResult(same, "exact", None, failure, None, n_points)
-        notes = ["identity tested in exact rational arithmetic at random integer inputs"]
         if is_zero:
             result.kind, result.witness = "zero", [
                 {"move": "zero fiber", "note": "phi = 0 for both: every such pair is in the fiber"}]
@@ -238,7 +291,9 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
             return result
     else:
         gen = seeded_generator(seed, "identity-test")
-        X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
+        X = torch.randn((n_points, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64) \
+            if sequences is None else sequences
+        n_points = X.shape[0]
         outputs = []
         for name, blocks in (("weights", weights), ("other", other)):
             tensors = {k: torch.from_numpy(np.asarray(v, float)) for k, v in blocks.items()}
@@ -251,7 +306,9 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
         diff = _rel(out1.numpy(), out2.numpy())
         same = diff <= tolerance
         result = FiberResult(same, "numerical", tolerance, None, diff, n_points)
-        notes = [f"float64 outputs compared with relative tolerance {tolerance:g}"]
+        notes = [f"float64 outputs compared with relative tolerance {tolerance:g}"
+                 + ("" if sequences is None else
+                    f" at every one of the V^t = {arch.n_sequences} token sequences")]
     if same:
         witness, residual = find_block_witness(arch, weights, other, tolerance=max(tolerance, 1e-7))
         unsearched = unsearched_options(arch)
@@ -261,9 +318,12 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
                          + ", ".join(unsearched) + " are not modelled by the search yet")
         elif witness is None:
             result.kind = "unexplained"
+            others = unsearched_families(arch)
             notes.append("same function but no witness found among head permutation, head mixing, "
-                         "per-head rescaling and GL, MLP neuron moves (between-layer GL(d) is not "
-                         "searched)")
+                         "per-head rescaling and GL (the rotary commutant with rotary positions), "
+                         "MLP neuron moves (between-layer GL(d) is not searched)"
+                         + (f"; the moves of {', '.join(others)} are not searched" if others
+                            else ""))
         else:
             result.kind, result.witness, result.witness_residual = "generic", witness, residual
             exact = exact_witness(arch, weights, other, witness)
@@ -273,6 +333,16 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
                              "first weights onto the second entry by entry (a proof)")
     result.notes = notes
     return result
+
+
+# fiber compares networks with a vocabulary at every token sequence: at most this many.
+MAX_SEQUENCES = 4096
+
+
+def _all_sequences(arch: Architecture) -> torch.Tensor:
+    """Every one of the V^t token sequences of `arch`, one-hot (V^t, V, t), in lexicographic order."""
+    ids = torch.cartesian_prod(*[torch.arange(arch.vocab)] * arch.tokens).reshape(-1, arch.tokens)
+    return one_hot(ids, arch.vocab)
 
 
 def _integral(blocks: dict[str, np.ndarray]) -> bool:

@@ -13,7 +13,17 @@ moves it names and the moves it applies come from one place.
   per-head GL(a)          Q_h -> G Q_h, K_h -> G^{-T} K_h
   per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
   MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
-  MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu)
+  MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu);
+                          with a gated MLP, row j of P times c_j and column j of U over c_j (the
+                          gate G untouched, any activation)
+  rotary commutant        per-head GL(a) with G commuting with the rotations (rotary positions):
+                          2 x 2 blocks [[x, -y], [y, x]] on each rotated pair, any invertible
+                          block on the unrotated coordinates, nothing across; refused otherwise
+
+Decoder blocks (docs/decoder_features.md) move with the blocks they belong to: a head's biases
+bq, bk, bv and QK-norm gains qn, kn with its head (bq -> G bq, bk -> G^{-T} bk under GL(a);
+bq -> c bq and bv -> bv / c under the rescaling; bv -> G bv under GL(v)), and an MLP neuron's
+gate row G_i and biases bg, bp with the neuron (bp -> c bp under the rescaling).
 
 The paper's model (`LayerWeights`, moves as `geometry.fibers` reports them):
 
@@ -30,6 +40,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
+from ..core.checks import bad_value
 from .paper import act_between_layers, act_keys, act_rescale
 
 # ------------------------------------------------------------------ exact-or-float linear algebra
@@ -90,7 +101,7 @@ def _is_exact(x) -> bool:
 def permute_heads(arch: Architecture, out: dict, move: dict) -> dict:
     i, perm, old = move["layer"], move["perm"], dict(out)
     for h in range(1, arch.head_counts[i - 1] + 1):
-        for name in ("Q", "K", "V", "W", "O"):
+        for name in ("Q", "K", "V", "W", "O", "bq", "bk", "bv", "qn", "kn"):
             if f"{name}_{i}_{h}" in old:
                 out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{perm[h - 1]}"].copy()
     return out
@@ -115,39 +126,83 @@ def mix_heads(arch: Architecture, out: dict, move: dict) -> dict:
     return out
 
 
+def _scale(out: dict, name: str, factor) -> None:
+    """Multiply block `name` by `factor` where the network has it (a bias, a gain)."""
+    if name in out:
+        out[name] = out[name] * factor
+
+
 def rescale_head(arch: Architecture, out: dict, move: dict) -> dict:
     i, h, c = move["layer"], move["head"], _parse(move["c"])
     value_in = f"V_{i}_{h}" if f"V_{i}_{h}" in out else f"W_{i}_{h}"
     out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
     out[value_in] = out[value_in] / c
+    _scale(out, f"bq_{i}_{h}", c)
+    _scale(out, f"bv_{i}_{h}", 1 / c)
     return out
 
 
 def key_gl(arch: Architecture, out: dict, move: dict) -> dict:
     i, h, G = move["layer"], move["head"], _parse(move["G"])
+    G_inv_T = inverse(G).T
     out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
-    out[f"K_{i}_{h}"] = inverse(G).T.dot(out[f"K_{i}_{h}"])
+    out[f"K_{i}_{h}"] = G_inv_T.dot(out[f"K_{i}_{h}"])
+    if f"bq_{i}_{h}" in out:
+        out[f"bq_{i}_{h}"] = G.dot(out[f"bq_{i}_{h}"])
+        out[f"bk_{i}_{h}"] = G_inv_T.dot(out[f"bk_{i}_{h}"])
     return out
+
+
+def commutes_with_rotations(arch: Architecture, i: int, G: np.ndarray) -> bool:
+    """True when G commutes with the rotations of layer i's rotated pairs (`rotary commutant`):
+    a 2 x 2 block [[x, -y], [y, x]] on each pair, nothing between a pair and another coordinate
+    (exact for Fractions, to 1e-9 relative for floats)."""
+    R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    tol = 0 if G.dtype == object else 1e-9 * max(1.0, float(np.abs(G).max()))
+    off = np.ones(G.shape, dtype=bool)
+    for f in range(R):
+        off[2 * f: 2 * f + 2, 2 * f: 2 * f + 2] = False
+        x, y = G[2 * f, 2 * f], G[2 * f + 1, 2 * f]
+        if abs(G[2 * f + 1, 2 * f + 1] - x) > tol or abs(G[2 * f, 2 * f + 1] + y) > tol:
+            return False
+    off[2 * R:, 2 * R:] = False
+    return all(abs(v) <= tol for v in G[off])
+
+
+def rotary_commutant(arch: Architecture, out: dict, move: dict) -> dict:
+    i, G = move["layer"], _parse(move["G"])
+    if not commutes_with_rotations(arch, i, G):
+        raise bad_value("witness", f"a rotary commutant move whose G commutes with the rotations "
+                        f"of layer {i}'s rotated pairs", "another G",
+                        "Use a witness returned by same_block_function.")
+    return key_gl(arch, out, move)
 
 
 def value_gl(arch: Architecture, out: dict, move: dict) -> dict:
     i, h, G = move["layer"], move["head"], _parse(move["G"])
     out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
     out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(inverse(G))
+    if f"bv_{i}_{h}" in out:
+        out[f"bv_{i}_{h}"] = G.dot(out[f"bv_{i}_{h}"])
     return out
 
 
 def permute_neurons(arch: Architecture, out: dict, move: dict) -> dict:
     i, perm = move["layer"], [j - 1 for j in move["perm"]]
-    out[f"P_{i}"] = out[f"P_{i}"][perm]
+    for name in ("P", "G", "bg", "bp"):
+        if f"{name}_{i}" in out:
+            out[f"{name}_{i}"] = out[f"{name}_{i}"][perm]
     out[f"U_{i}"] = out[f"U_{i}"][:, perm]
     return out
 
 
 def rescale_neurons(arch: Architecture, out: dict, move: dict) -> dict:
     i, c = move["layer"], _parse(move["c"])
-    power = 2 if arch.activation == "square" else 1
+    # s(c x) = c^k s(x) for square (k = 2) and relu (k = 1, c > 0); a gated neuron
+    # s(g) (c p) is linear in p
+    power = 1 if arch.mlp_kind == "gated" else 2 if arch.activation == "square" else 1
     out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
+    _scale(out, f"bp_{i}", c[:, None])
     out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
     return out
 

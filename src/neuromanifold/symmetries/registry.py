@@ -172,7 +172,7 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: (a.positions == "rope" and a.tokens > 1 and not a.qk_norm
                       and _plain_heads(a)), _POSITIONS,
            at_layer=lambda a, i: _rotated(a, i) > 0, build=c.rotary_commutant_tangents,
-           generic_count=_rotary_count),
+           generic_count=_rotary_count, move="rotary commutant", act=actions.rotary_commutant),
     Family("per-head GL(v) on (W, O)", False, lambda a: a.values is not None,
            _BLOCKS, at_layer=lambda a, i: True, build=c.value_gl_tangents,
            generic_count=_value_gl_count, move="per-head GL(v)", act=actions.value_gl),
