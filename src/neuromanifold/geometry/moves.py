@@ -33,6 +33,8 @@ from ..symmetries.registry import action, families_for
 from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
+# The keys of a move that hold its group element's numbers (rounded to fractions to apply exactly).
+_NUMBERS = ("c", "G", "M", "e")
 
 
 def _as_numbers(x, exact: bool):
@@ -75,6 +77,24 @@ def _with_bias(B: dict, block: str, bias: str) -> np.ndarray:
     return np.concatenate([B[block], B[bias]], axis=1) if bias in B else B[block]
 
 
+def _gain_balance(arch: Architecture, i: int, h: int, W1: dict, W2: dict, tol: float
+                  ) -> np.ndarray | None:
+    """The factors c with qn2 = c qn1 and kn2 = kn1 / c for head h of layer i (one per rotated
+    pair), or None where there are none."""
+    qn1, qn2 = W1[f"qn_{i}_{h}"].ravel(), W2[f"qn_{i}_{h}"].ravel()
+    kn1, kn2 = W1[f"kn_{i}_{h}"].ravel(), W2[f"kn_{i}_{h}"].ravel()
+    if np.any(qn1 == 0) or np.any(kn2 == 0):
+        return None
+    c = qn2 / qn1
+    pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    if _rel(kn1 / c, kn2) > tol or any(abs(c[2 * f] - c[2 * f + 1]) > tol * abs(c[2 * f])
+                                       for f in range(pairs)):
+        return None
+    for f in range(pairs):  # one factor per pair, exactly
+        c[2 * f + 1] = c[2 * f]
+    return c
+
+
 def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -> list | None:
     """Moves mapping layer i of W1 onto W2 (float search), or None."""
     H = arch.head_counts[i - 1]
@@ -92,10 +112,18 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
             V = np.concatenate([V, bias], axis=1)
         return V
 
+    # softmax with biases: a head's value bias may move into the output bias (`value bias
+    # shift`), so heads are matched without it
+    shifts = arch.attention == "softmax" and arch.bias
+
     def invariant(B, h):
-        A = query(B, h).T @ _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}")
-        return np.kron(value(B, h), A) if lightning else np.concatenate(
-            [A.ravel(), value(B, h).ravel()])
+        if arch.qk_norm:  # only the gains' products qn * kn are invariant (`QK-norm gain balance`)
+            A = np.concatenate([query(B, h).ravel(), _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}").ravel(),
+                                (B[f"qn_{i}_{h}"] * B[f"kn_{i}_{h}"]).ravel()])[None, :]
+        else:
+            A = query(B, h).T @ _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}")
+        V = _value(B, i, h) if shifts else value(B, h)
+        return np.kron(V, A) if lightning else np.concatenate([A.ravel(), V.ravel()])
 
     T1 = [invariant(W1, h) for h in range(1, H + 1)]
     T2 = [invariant(W2, h) for h in range(1, H + 1)]
@@ -110,7 +138,7 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
         if perm != list(range(H)):
             moves.append({"layer": i, "move": "head permutation", "perm": [g + 1 for g in perm]})
     elif lightning and H > 1 and arch.keys[i - 1] >= arch.widths[i - 1] and not arch.bias \
-            and not rotated:
+            and not rotated and not arch.qk_norm:
         V1 = np.stack([_value(W1, i, h).ravel() for h in range(1, H + 1)], axis=1)
         V2 = np.stack([_value(W2, i, h).ravel() for h in range(1, H + 1)], axis=1)
         M = np.linalg.lstsq(V1, V2, rcond=None)[0]
@@ -120,32 +148,44 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
     else:
         return None
     current = apply_block_witness(arch, W1, moves)
+
+    def step(move: dict) -> None:
+        nonlocal current
+        moves.append(move)
+        current = apply_block_witness(arch, current, [move])
+
     for h in range(1, H + 1):
-        Q1, Q2 = query(current, h), query(W2, h)
-        A1 = Q1.T @ _with_bias(current, f"K_{i}_{h}", f"bk_{i}_{h}")
-        A2 = Q2.T @ _with_bias(W2, f"K_{i}_{h}", f"bk_{i}_{h}")
-        c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
-        if lightning and abs(c - 1.0) > tol:
-            step = {"layer": i, "head": h, "move": "per-head rescaling", "c": c}
-            moves.append(step)
-            current = apply_block_witness(arch, current, [step])
-            Q1 = query(current, h)
-        G = Q2 @ np.linalg.pinv(Q1)
-        if _rel(G, np.eye(G.shape[0])) > tol:
-            # with rotary positions only the commutant of the rotations is a symmetry
-            if rotated and not commutes_with_rotations(arch, i, G):
+        if arch.qk_norm:
+            found = _gain_balance(arch, i, h, current, W2, tol)
+            if found is None:
                 return None
-            step = {"layer": i, "head": h, "G": G,
-                    "move": "rotary commutant" if rotated else "per-head GL(a)"}
-            moves.append(step)
-            current = apply_block_witness(arch, current, [step])
-        if f"W_{i}_{h}" in current:
-            G = _with_bias(W2, f"W_{i}_{h}", f"bv_{i}_{h}") @ np.linalg.pinv(
-                _with_bias(current, f"W_{i}_{h}", f"bv_{i}_{h}"))
+            if _rel(found, np.ones_like(found)) > tol:
+                step({"layer": i, "head": h, "move": "QK-norm gain balance", "c": found})
+        else:
+            Q1, Q2 = query(current, h), query(W2, h)
+            A1 = Q1.T @ _with_bias(current, f"K_{i}_{h}", f"bk_{i}_{h}")
+            A2 = Q2.T @ _with_bias(W2, f"K_{i}_{h}", f"bk_{i}_{h}")
+            c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
+            if lightning and abs(c - 1.0) > tol:
+                step({"layer": i, "head": h, "move": "per-head rescaling", "c": c})
+                Q1 = query(current, h)
+            G = Q2 @ np.linalg.pinv(Q1)
             if _rel(G, np.eye(G.shape[0])) > tol:
-                step = {"layer": i, "head": h, "move": "per-head GL(v)", "G": G}
-                moves.append(step)
-                current = apply_block_witness(arch, current, [step])
+                # with rotary positions only the commutant of the rotations is a symmetry
+                if rotated and not commutes_with_rotations(arch, i, G):
+                    return None
+                step({"layer": i, "head": h, "G": G,
+                      "move": "rotary commutant" if rotated else "per-head GL(a)"})
+        if f"W_{i}_{h}" in current:
+            bias = None if shifts else f"bv_{i}_{h}"
+            G = _with_bias(W2, f"W_{i}_{h}", bias) @ np.linalg.pinv(
+                _with_bias(current, f"W_{i}_{h}", bias))
+            if _rel(G, np.eye(G.shape[0])) > tol:
+                step({"layer": i, "head": h, "move": "per-head GL(v)", "G": G})
+        if shifts:
+            e = (W2[f"bv_{i}_{h}"] - current[f"bv_{i}_{h}"]).ravel()
+            if _rel(current[f"bv_{i}_{h}"].ravel() + e, current[f"bv_{i}_{h}"].ravel()) > tol:
+                step({"layer": i, "group": h, "move": "value bias shift", "e": e})
     gated = arch.mlp_kind == "gated"
     if arch.mlp_widths[i - 1] > 0 and (gated or arch.activation in ("square", "relu")):
         P1, P2 = _with_bias(current, f"P_{i}", f"bp_{i}"), _with_bias(W2, f"P_{i}", f"bp_{i}")
@@ -176,9 +216,9 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
 
 def unsearched_options(arch: Architecture) -> list[str]:
     """The options of `arch` whose moves the witness search does not model (grouped key/value
-    heads, QK-norm gains): for them `find_block_witness` searches nothing and says so."""
+    heads): for them `find_block_witness` searches nothing and says so."""
     return [name for name, on in (("grouped key/value heads", arch.kv_counts != arch.head_counts),
-                                  ("QK-norm", arch.qk_norm)) if on]
+                                  ) if on]
 
 
 def unsearched_families(arch: Architecture) -> list[str]:
@@ -202,7 +242,13 @@ def find_block_witness(arch: Architecture, W1: dict[str, np.ndarray], W2: dict[s
         if layer is None:
             return None, None
         moves += layer
-    floats = [{k: (_as_numbers(np.asarray(v, dtype=float), False) if k in ("c", "G", "M") else v)
+    if arch.final_norm and arch.vocab is not None and not arch.tied:
+        f1, f2 = W1["f"].ravel(), W2["f"].ravel()
+        if np.any(f1 == 0):
+            return None, None
+        if _rel(f2 / f1, np.ones_like(f1)) > tolerance:
+            moves.append({"move": "final norm gain", "c": f2 / f1})
+    floats = [{k: (_as_numbers(np.asarray(v, dtype=float), False) if k in _NUMBERS else v)
                for k, v in m.items()} for m in moves]
     mapped = apply_block_witness(arch, W1, floats)
     residual = max((_rel(mapped[k], W2[k]) for k in W2), default=0.0)
@@ -219,7 +265,7 @@ def _exact_blocks(blocks: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None
 
 def exact_witness(arch: Architecture, W1: dict, W2: dict, witness: list) -> list | None:
     """The witness with numbers rounded to fractions, if it maps W1 onto W2 exactly; else None."""
-    exact = [{k: (_as_numbers(np.asarray(v, dtype=float), True) if k in ("c", "G", "M") else v)
+    exact = [{k: (_as_numbers(np.asarray(v, dtype=float), True) if k in _NUMBERS else v)
               for k, v in m.items()} for m in witness]
     E1, E2 = _exact_blocks(W1), _exact_blocks(W2)
     try:
@@ -321,7 +367,8 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
             others = unsearched_families(arch)
             notes.append("same function but no witness found among head permutation, head mixing, "
                          "per-head rescaling and GL (the rotary commutant with rotary positions), "
-                         "MLP neuron moves (between-layer GL(d) is not searched)"
+                         "MLP neuron moves, QK-norm gain balance, value bias shifts and the final "
+                         "norm gain (between-layer GL(d) is not searched)"
                          + (f"; the moves of {', '.join(others)} are not searched" if others
                             else ""))
         else:

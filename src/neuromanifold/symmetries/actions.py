@@ -16,6 +16,9 @@ moves it names and the moves it applies come from one place.
   MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu);
                           with a gated MLP, row j of P times c_j and column j of U over c_j (the
                           gate G untouched, any activation)
+  QK-norm gain balance    qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c per rotated pair)
+  value bias shift        bv_g -> bv_g + e, bo -> bo - n_g O_g e (softmax; n_g heads read group g)
+  final norm gain         f -> c f, column k of L over c_k (untied logits)
   rotary commutant        per-head GL(a) with G commuting with the rotations (rotary positions):
                           2 x 2 blocks [[x, -y], [y, x]] on each rotated pair, any invertible
                           block on the unrotated coordinates, nothing across; refused otherwise
@@ -218,3 +221,36 @@ def paper_between_layers(arch: Architecture, weights, move: dict):
 
 def paper_rescale(arch: Architecture, weights, move: dict):
     return act_rescale(weights, move["layer"], move["scale"])
+
+
+def balance_qk_gains(arch: Architecture, out: dict, move: dict) -> dict:
+    """QK-norm gain balance: qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c on both
+    coordinates of a rotated pair, which the rotation mixes); refused otherwise."""
+    i, h, c = move["layer"], move["head"], _parse(move["c"])
+    pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    if any(c[2 * f] != c[2 * f + 1] for f in range(pairs)):
+        raise bad_value("witness", f"a QK-norm gain balance with one factor per rotated pair of "
+                        f"layer {i}", list(c), "Use a witness returned by same_block_function.")
+    out[f"qn_{i}_{h}"] = out[f"qn_{i}_{h}"] * c[:, None]
+    out[f"kn_{i}_{h}"] = out[f"kn_{i}_{h}"] / c[:, None]
+    return out
+
+
+def shift_value_bias(arch: Architecture, out: dict, move: dict) -> dict:
+    """Value bias beside the output bias (softmax): bv_g -> bv_g + e and bo -> bo - n_g O_g e
+    (e without value widths), n_g the heads reading group g: each softmax column sums to one,
+    so a head passes its value bias on unchanged."""
+    i, g, e = move["layer"], move["group"], _parse(move["e"])[:, None]
+    n_g = arch.head_counts[i - 1] // arch.kv_counts[i - 1]
+    out[f"bv_{i}_{g}"] = out[f"bv_{i}_{g}"] + e
+    through = out[f"O_{i}_{g}"].dot(e) if f"O_{i}_{g}" in out else e
+    out[f"bo_{i}"] = out[f"bo_{i}"] - n_g * through
+    return out
+
+
+def scale_final_gain(arch: Architecture, out: dict, move: dict) -> dict:
+    """Final norm gain: f -> c f per coordinate, and column k of the untied logits L over c_k."""
+    c = _parse(move["c"])
+    out["f"] = out["f"] * c[:, None]
+    out["L"] = out["L"] / c[None, :]
+    return out

@@ -200,9 +200,11 @@ FAMILIES: tuple[Family, ...] = (
            build=c.stream_shift_tangents),
     # QK-norm and the final norm's gains (decoder features); per head: not with groups.
     Family("QK-norm gain balance", False, lambda a: a.qk_norm and _plain_heads(a), _NORMS,
-           at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count),
+           at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count,
+           move="QK-norm gain balance", act=actions.balance_qk_gains),
     Family("final norm gain", False, lambda a: a.final_norm and a.vocab is not None and not a.tied,
-           _NORMS, build=c.final_gain_tangents),
+           _NORMS, build=c.final_gain_tangents, move="final norm gain",
+           act=actions.scale_final_gain),
     Family("between-layer GL", False, lambda a: not a.residual and a.norm == "none",
            _BLOCKS, at_layer=lambda a, i: True, build=c.between_layer_tangents),
     Family("MLP neuron rescaling", False,
@@ -242,7 +244,7 @@ FAMILIES: tuple[Family, ...] = (
            generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys))),
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
-           generic_count=_value_bias_count),
+           generic_count=_value_bias_count, move="value bias shift", act=actions.shift_value_bias),
     # Built for sequential blocks (the MLP reads the stream after attention): not with parallel
     # blocks, where it reads the layer's input (measured: a tangent outside the kernel there).
     Family("output bias into readers' biases", False,
