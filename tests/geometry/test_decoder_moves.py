@@ -53,7 +53,21 @@ CASES = {
     "softmax causal biases, GL(a) and head permutation": (
         Architecture((3, 4), 2, 3, "softmax", heads=2, causal=True, bias=True),
         lambda rng: [{"layer": 1, "head": 2, "move": "per-head GL(a)", "G": _invertible(rng, 2)},
-                     {"layer": 1, "move": "head permutation", "perm": [2, 1]}]),
+                     {"layer": 1, "move": "head permutation", "perm": [2, 1]},
+                     {"layer": 1, "head": 1, "move": "query bias shift", "e": rng.standard_normal(2)}]),
+    "grouped lightning with biases: group GL, rescaling, query sums": (
+        Architecture((3, 4), 3, 2, "lightning", heads=4, kv_heads=2, bias=True, causal=True),
+        lambda rng: [{"layer": 1, "group": 1, "move": "per-head GL(a)", "G": _invertible(rng, 3)},
+                     {"layer": 1, "group": 2, "move": "per-head rescaling", "c": 1.4},
+                     {"layer": 1, "group": 1, "move": "grouped query sums",
+                      "D": rng.standard_normal((1, 3, 3)), "Db": rng.standard_normal((1, 3, 1))}]),
+    "grouped softmax with biases and value widths": (
+        Architecture((3, 4), 2, 3, "softmax", heads=4, kv_heads=2, values=2, bias=True),
+        lambda rng: [{"layer": 1, "group": 2, "move": "per-head GL(a)", "G": _invertible(rng, 2)},
+                     {"layer": 1, "move": "head permutation", "perm": [2, 1, 3, 4]},
+                     {"layer": 1, "head": 3, "move": "query bias shift", "e": rng.standard_normal(2)},
+                     {"layer": 1, "group": 1, "move": "value bias shift", "e": rng.standard_normal(2)},
+                     {"layer": 1, "group": 2, "move": "per-head GL(v)", "G": _invertible(rng, 2)}]),
     "lightning biases and value widths, rescaling and GL(v)": (
         Architecture((4, 3), 3, 2, "lightning", heads=2, values=2, bias=True),
         lambda rng: [{"layer": 1, "head": 1, "move": "per-head rescaling", "c": 1.7},
@@ -117,6 +131,13 @@ def test_the_qk_gain_balance_is_checked():
         apply_block_witness(arch, _blocks(arch), [move])
 
 
+def test_grouped_moves_stay_inside_their_groups():
+    arch = Architecture((3, 3), 2, 2, "softmax", heads=4, kv_heads=2)
+    with pytest.raises(InputError, match="within the key/value groups"):
+        apply_block_witness(arch, _blocks(arch), [{"layer": 1, "move": "head permutation",
+                                                   "perm": [3, 2, 1, 4]}])
+
+
 def test_the_rotary_commutant_is_checked():
     """With rotary positions a G outside the commutant changes the function, and the action
     refuses it (one line) rather than apply it."""
@@ -168,7 +189,7 @@ def test_moves_outside_the_search_are_named():
                for n in result.notes)
 
 
-@pytest.mark.parametrize("options", [dict(heads=4, kv_heads=2)])
+@pytest.mark.parametrize("options", [dict(heads=4, kv_heads=2, norm="rmsnorm", qk_norm=True)])
 def test_unsearched_options_stay_unexplained(options):
     arch = Architecture((3, 3), (2,), 3, "softmax", **options)
     W = _blocks(arch)

@@ -27,14 +27,14 @@ from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
 from ..core.tokens import one_hot
-from ..symmetries.actions import commutes_with_rotations
+from ..symmetries.actions import commutes_with_rotations, group_heads
 from ..symmetries.actions import head_value as _value
 from ..symmetries.registry import action, families_for
 from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
 # The keys of a move that hold its group element's numbers (rounded to fractions to apply exactly).
-_NUMBERS = ("c", "G", "M", "e")
+_NUMBERS = ("c", "G", "M", "e", "D", "Db")
 
 
 def _as_numbers(x, exact: bool):
@@ -77,6 +77,97 @@ def _with_bias(B: dict, block: str, bias: str) -> np.ndarray:
     return np.concatenate([B[block], B[bias]], axis=1) if bias in B else B[block]
 
 
+def _value_steps(arch: Architecture, i: int, g: int, W2: dict, tol: float, shifts: bool, now,
+                 step) -> None:
+    """GL(v) of key/value group g of layer i (head g without groups), then its value bias shift
+    (softmax with biases); `now()` the current blocks, `step(move)` applies a move."""
+    which = "head" if arch.kv_heads is None else "group"
+    if f"W_{i}_{g}" in now():
+        bias = None if shifts else f"bv_{i}_{g}"
+        G = _with_bias(W2, f"W_{i}_{g}", bias) @ np.linalg.pinv(_with_bias(now(), f"W_{i}_{g}", bias))
+        if _rel(G, np.eye(G.shape[0])) > tol:
+            step({"layer": i, which: g, "move": "per-head GL(v)", "G": G})
+    if shifts:
+        e = (W2[f"bv_{i}_{g}"] - now()[f"bv_{i}_{g}"]).ravel()
+        if np.abs(e).max() > tol * max(1.0, np.abs(W2[f"bv_{i}_{g}"]).max()):
+            step({"layer": i, "group": g, "move": "value bias shift", "e": e})
+
+
+def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float,
+                           shifts: bool, query_shifts: bool) -> list | None:
+    """Moves mapping layer i of W1 onto W2 with key/value groups, group by group: the rescaling
+    (lightning) and GL(a) fixed by the group's key (softmax) or its sum of queries (lightning),
+    then the grouped query sums (lightning) or a permutation of the group's queries and their
+    bias shifts (softmax); GL(v) and the value bias shifts per group. None where these do not map
+    it (no groups are permuted; with rotary positions or QK-norm no GL(a) is searched)."""
+    if arch.qk_norm:
+        return None
+    lightning = arch.attention == "lightning"
+    rotated = arch.rotated_pairs[i - 1] > 0 and arch.tokens > 1
+    moves: list[dict] = []
+    current = W1
+
+    def step(move: dict) -> None:
+        nonlocal current
+        moves.append(move)
+        current = apply_block_witness(arch, current, [move])
+
+    def key(B, g):
+        return _with_bias(B, f"K_{i}_{g}", f"bk_{i}_{g}")
+
+    def query(B, h):
+        return B[f"Q_{i}_{h}"] if query_shifts else _with_bias(B, f"Q_{i}_{h}", f"bq_{i}_{h}")
+
+    for g in range(1, arch.kv_counts[i - 1] + 1):
+        heads = group_heads(arch, i, g)
+        if lightning:
+            S1, S2 = (sum(query(B, h) for h in heads) for B in (current, W2))
+            A1, A2 = S1.T @ key(current, g), S2.T @ key(W2, g)
+            c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
+            if abs(c - 1.0) > tol:
+                step({"layer": i, "group": g, "move": "per-head rescaling", "c": c})
+                S1 = sum(query(current, h) for h in heads)
+            G = S2 @ np.linalg.pinv(S1)
+        else:
+            M = key(W2, g) @ np.linalg.pinv(key(current, g))   # K2 = G^{-T} K1
+            if abs(np.linalg.det(M)) < 1e-12:
+                return None
+            G = np.linalg.inv(M).T
+        if _rel(G, np.eye(G.shape[0])) > tol:
+            if rotated:  # no GL(a) family with groups and rotary positions
+                return None
+            step({"layer": i, "group": g, "move": "per-head GL(a)", "G": G})
+        if lightning:
+            D = [W2[f"Q_{i}_{h}"] - current[f"Q_{i}_{h}"] for h in heads[1:]]
+            Db = [W2[f"bq_{i}_{h}"] - current[f"bq_{i}_{h}"] for h in heads[1:]] \
+                if arch.bias else []
+            if any(_rel(current[f"Q_{i}_{h}"] + d, current[f"Q_{i}_{h}"]) > tol
+                   for h, d in zip(heads[1:], D)) or any(np.abs(d).max() > tol for d in Db):
+                move = {"layer": i, "group": g, "move": "grouped query sums", "D": np.array(D)}
+                if arch.bias:
+                    move["Db"] = np.array(Db)
+                step(move)
+        else:
+            perm, old = [], dict(current)
+            for h in heads:
+                match = [p for p in heads if p not in perm
+                         and _rel(query(old, p), query(W2, h)) < tol]
+                if not match:
+                    return None
+                perm.append(match[0])
+            if perm != heads:
+                full = list(range(1, arch.head_counts[i - 1] + 1))
+                for h, p in zip(heads, perm):
+                    full[h - 1] = p
+                step({"layer": i, "move": "head permutation", "perm": full})
+            for h in heads if query_shifts else ():
+                e = (W2[f"bq_{i}_{h}"] - current[f"bq_{i}_{h}"]).ravel()
+                if np.abs(e).max() > tol * max(1.0, np.abs(W2[f"bq_{i}_{h}"]).max()):
+                    step({"layer": i, "head": h, "move": "query bias shift", "e": e})
+        _value_steps(arch, i, g, W2, tol, shifts, lambda: current, step)
+    return moves
+
+
 def _gain_balance(arch: Architecture, i: int, h: int, W1: dict, W2: dict, tol: float
                   ) -> np.ndarray | None:
     """The factors c with qn2 = c qn1 and kn2 = kn1 / c for head h of layer i (one per rotated
@@ -113,15 +204,20 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
         return V
 
     # softmax with biases: a head's value bias may move into the output bias (`value bias
-    # shift`), so heads are matched without it
+    # shift`), and its query bias by any vector where nothing acts on q after it (`query bias
+    # shift`), so heads are matched without them
     shifts = arch.attention == "softmax" and arch.bias
+    query_shifts = shifts and arch.positions != "rope" and not arch.qk_norm
+    if arch.kv_counts[i - 1] != H:
+        return _grouped_layer_witness(arch, i, W1, W2, tol, shifts, query_shifts)
 
     def invariant(B, h):
         if arch.qk_norm:  # only the gains' products qn * kn are invariant (`QK-norm gain balance`)
             A = np.concatenate([query(B, h).ravel(), _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}").ravel(),
                                 (B[f"qn_{i}_{h}"] * B[f"kn_{i}_{h}"]).ravel()])[None, :]
         else:
-            A = query(B, h).T @ _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}")
+            A = (B[f"Q_{i}_{h}"] if query_shifts else query(B, h)).T @ _with_bias(
+                B, f"K_{i}_{h}", f"bk_{i}_{h}")
         V = _value(B, i, h) if shifts else value(B, h)
         return np.kron(V, A) if lightning else np.concatenate([A.ravel(), V.ravel()])
 
@@ -169,6 +265,8 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
             if lightning and abs(c - 1.0) > tol:
                 step({"layer": i, "head": h, "move": "per-head rescaling", "c": c})
                 Q1 = query(current, h)
+            if query_shifts:  # the query bias is free: G from the queries alone
+                Q1, Q2 = current[f"Q_{i}_{h}"], W2[f"Q_{i}_{h}"]
             G = Q2 @ np.linalg.pinv(Q1)
             if _rel(G, np.eye(G.shape[0])) > tol:
                 # with rotary positions only the commutant of the rotations is a symmetry
@@ -176,16 +274,11 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
                     return None
                 step({"layer": i, "head": h, "G": G,
                       "move": "rotary commutant" if rotated else "per-head GL(a)"})
-        if f"W_{i}_{h}" in current:
-            bias = None if shifts else f"bv_{i}_{h}"
-            G = _with_bias(W2, f"W_{i}_{h}", bias) @ np.linalg.pinv(
-                _with_bias(current, f"W_{i}_{h}", bias))
-            if _rel(G, np.eye(G.shape[0])) > tol:
-                step({"layer": i, "head": h, "move": "per-head GL(v)", "G": G})
-        if shifts:
-            e = (W2[f"bv_{i}_{h}"] - current[f"bv_{i}_{h}"]).ravel()
-            if _rel(current[f"bv_{i}_{h}"].ravel() + e, current[f"bv_{i}_{h}"].ravel()) > tol:
-                step({"layer": i, "group": h, "move": "value bias shift", "e": e})
+            if query_shifts:
+                e = (W2[f"bq_{i}_{h}"] - current[f"bq_{i}_{h}"]).ravel()
+                if _rel(current[f"bq_{i}_{h}"].ravel() + e, current[f"bq_{i}_{h}"].ravel()) > tol:
+                    step({"layer": i, "head": h, "move": "query bias shift", "e": e})
+        _value_steps(arch, i, h, W2, tol, shifts, lambda: current, step)
     gated = arch.mlp_kind == "gated"
     if arch.mlp_widths[i - 1] > 0 and (gated or arch.activation in ("square", "relu")):
         P1, P2 = _with_bias(current, f"P_{i}", f"bp_{i}"), _with_bias(W2, f"P_{i}", f"bp_{i}")
@@ -216,9 +309,9 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
 
 def unsearched_options(arch: Architecture) -> list[str]:
     """The options of `arch` whose moves the witness search does not model (grouped key/value
-    heads): for them `find_block_witness` searches nothing and says so."""
-    return [name for name, on in (("grouped key/value heads", arch.kv_counts != arch.head_counts),
-                                  ) if on]
+    heads behind a QK-norm): for them `find_block_witness` searches nothing and says so."""
+    return [name for name, on in (("grouped key/value heads with QK-norm",
+                                   arch.kv_counts != arch.head_counts and arch.qk_norm),) if on]
 
 
 def unsearched_families(arch: Architecture) -> list[str]:
@@ -367,8 +460,9 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
             others = unsearched_families(arch)
             notes.append("same function but no witness found among head permutation, head mixing, "
                          "per-head rescaling and GL (the rotary commutant with rotary positions), "
-                         "MLP neuron moves, QK-norm gain balance, value bias shifts and the final "
-                         "norm gain (between-layer GL(d) is not searched)"
+                         "MLP neuron moves, QK-norm gain balance, query and value bias shifts, "
+                         "grouped query sums and the final norm gain (between-layer GL(d) is not "
+                         "searched)"
                          + (f"; the moves of {', '.join(others)} are not searched" if others
                             else ""))
         else:

@@ -18,6 +18,12 @@ moves it names and the moves it applies come from one place.
                           gate G untouched, any activation)
   QK-norm gain balance    qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c per rotated pair)
   value bias shift        bv_g -> bv_g + e, bo -> bo - n_g O_g e (softmax; n_g heads read group g)
+  query bias shift        bq_h -> bq_h + e (softmax, no rotary positions, no QK-norm)
+  grouped query sums      Q_h -> Q_h + D_h, Q_first -> Q_first - sum D_h within a key/value group
+                          (lightning)
+With key/value groups (kv_heads) GL(a), the rescaling, GL(v) and the value bias shift act per
+group (`group` g: every query head of the group, and the group's K, V, W, O and biases), and a
+head permutation moves query heads within their groups.
   final norm gain         f -> c f, column k of L over c_k (untied logits)
   rotary commutant        per-head GL(a) with G commuting with the rotations (rotary positions):
                           2 x 2 blocks [[x, -y], [y, x]] on each rotated pair, any invertible
@@ -101,10 +107,31 @@ def _is_exact(x) -> bool:
 # ------------------------------------------------------------------ one action per move
 
 
+def group_heads(arch: Architecture, i: int, g: int) -> list[int]:
+    """The query heads of key/value group g of layer i (head g itself without kv_heads)."""
+    return [h for h in range(1, arch.head_counts[i - 1] + 1) if arch.group_of(i, h) == g]
+
+
+def _group(arch: Architecture, move: dict) -> tuple[list[int], int]:
+    """(query heads, key/value group) a per-head move acts on: `head` h of a network without
+    kv_heads (its own group), or every query head of `group` g with them."""
+    i = move["layer"]
+    if arch.kv_heads is None:
+        h = move.get("head", move.get("group"))
+        return [h], h
+    return group_heads(arch, i, move["group"]), move["group"]
+
+
 def permute_heads(arch: Architecture, out: dict, move: dict) -> dict:
     i, perm, old = move["layer"], move["perm"], dict(out)
+    names = ("Q", "K", "V", "W", "O", "bq", "bk", "bv", "qn", "kn")
+    if arch.kv_heads is not None:  # query heads only, each within its key/value group
+        names = ("Q", "bq", "qn")
+        if any(arch.group_of(i, h) != arch.group_of(i, p) for h, p in enumerate(perm, start=1)):
+            raise bad_value("witness", f"a head permutation within the key/value groups of layer "
+                            f"{i}", perm, "Use a witness returned by same_block_function.")
     for h in range(1, arch.head_counts[i - 1] + 1):
-        for name in ("Q", "K", "V", "W", "O", "bq", "bk", "bv", "qn", "kn"):
+        for name in names:
             if f"{name}_{i}_{h}" in old:
                 out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{perm[h - 1]}"].copy()
     return out
@@ -136,23 +163,54 @@ def _scale(out: dict, name: str, factor) -> None:
 
 
 def rescale_head(arch: Architecture, out: dict, move: dict) -> dict:
-    i, h, c = move["layer"], move["head"], _parse(move["c"])
-    value_in = f"V_{i}_{h}" if f"V_{i}_{h}" in out else f"W_{i}_{h}"
-    out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
+    (i, c), (heads, g) = (move["layer"], _parse(move["c"])), _group(arch, move)
+    value_in = f"V_{i}_{g}" if f"V_{i}_{g}" in out else f"W_{i}_{g}"
+    for h in heads:
+        out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
+        _scale(out, f"bq_{i}_{h}", c)
     out[value_in] = out[value_in] / c
-    _scale(out, f"bq_{i}_{h}", c)
-    _scale(out, f"bv_{i}_{h}", 1 / c)
+    _scale(out, f"bv_{i}_{g}", 1 / c)
     return out
 
 
 def key_gl(arch: Architecture, out: dict, move: dict) -> dict:
-    i, h, G = move["layer"], move["head"], _parse(move["G"])
+    (i, G), (heads, g) = (move["layer"], _parse(move["G"])), _group(arch, move)
     G_inv_T = inverse(G).T
-    out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
-    out[f"K_{i}_{h}"] = G_inv_T.dot(out[f"K_{i}_{h}"])
-    if f"bq_{i}_{h}" in out:
-        out[f"bq_{i}_{h}"] = G.dot(out[f"bq_{i}_{h}"])
-        out[f"bk_{i}_{h}"] = G_inv_T.dot(out[f"bk_{i}_{h}"])
+    for h in heads:
+        out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
+        if f"bq_{i}_{h}" in out:
+            out[f"bq_{i}_{h}"] = G.dot(out[f"bq_{i}_{h}"])
+    out[f"K_{i}_{g}"] = G_inv_T.dot(out[f"K_{i}_{g}"])
+    if f"bk_{i}_{g}" in out:
+        out[f"bk_{i}_{g}"] = G_inv_T.dot(out[f"bk_{i}_{g}"])
+    return out
+
+
+def shift_query_sums(arch: Architecture, out: dict, move: dict) -> dict:
+    """Grouped query sums (lightning, kv_heads): Q_h -> Q_h + D_h for the heads of group g after
+    its first, Q_first -> Q_first - sum D_h (the query biases with them, `Db`): only the group's
+    sum of queries enters its linear scores."""
+    i, heads = move["layer"], group_heads(arch, move["layer"], move["group"])
+    for kind, key in (("Q", "D"), ("bq", "Db")):
+        if key not in move:
+            continue
+        deltas = [_parse(d) for d in move[key]]
+        if len(deltas) != len(heads) - 1:
+            raise bad_value("witness", f"one {key} per head of group {move['group']} after its "
+                            f"first ({len(heads) - 1})", len(deltas),
+                            "Use a witness returned by same_block_function.")
+        for h, d in zip(heads[1:], deltas):
+            out[f"{kind}_{i}_{h}"] = out[f"{kind}_{i}_{h}"] + d.reshape(out[f"{kind}_{i}_{h}"].shape)
+            out[f"{kind}_{i}_{heads[0]}"] = out[f"{kind}_{i}_{heads[0]}"] - d.reshape(
+                out[f"{kind}_{i}_{heads[0]}"].shape)
+    return out
+
+
+def shift_query_bias(arch: Architecture, out: dict, move: dict) -> dict:
+    """Softmax query bias: bq_h -> bq_h + e (bq^T k_i does not depend on the aggregated token,
+    which the softmax normalises over)."""
+    i, h, e = move["layer"], move["head"], _parse(move["e"])
+    out[f"bq_{i}_{h}"] = out[f"bq_{i}_{h}"] + e.reshape(-1, 1)
     return out
 
 
@@ -182,7 +240,7 @@ def rotary_commutant(arch: Architecture, out: dict, move: dict) -> dict:
 
 
 def value_gl(arch: Architecture, out: dict, move: dict) -> dict:
-    i, h, G = move["layer"], move["head"], _parse(move["G"])
+    i, h, G = move["layer"], _group(arch, move)[1], _parse(move["G"])
     out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
     out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(inverse(G))
     if f"bv_{i}_{h}" in out:

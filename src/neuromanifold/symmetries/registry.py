@@ -233,7 +233,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: _lightning(a) and a.kv_heads is not None and not a.qk_norm,
            _DECODER + "#grouped-keyvalue-heads",
            at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
-           build=c.query_sum_tangents, generic_count=_query_sum_count),
+           build=c.query_sum_tangents, generic_count=_query_sum_count,
+           move="grouped query sums", act=actions.shift_query_sums),
     # b_q^T k_i is constant over the aggregated token j only when nothing acts on q after the
     # bias: not with rotary positions (R^j b_q varies with j) nor behind a QK-norm (measured: a
     # tangent outside the kernel with rope).
@@ -241,7 +242,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: (a.attention == "softmax" and a.bias and a.positions != "rope"
                       and not a.qk_norm),
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.query_bias_tangents,
-           generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys))),
+           generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys)),
+           move="query bias shift", act=actions.shift_query_bias),
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
            generic_count=_value_bias_count, move="value bias shift", act=actions.shift_value_bias),
