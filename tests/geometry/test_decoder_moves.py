@@ -100,6 +100,12 @@ CASES = {
         lambda rng: [{"layer": 1, "head": 2, "move": "QK-norm gain balance",
                       "c": np.array([1.5, 1.5, -0.8, 2.0])},
                      {"move": "final norm gain", "c": np.array([0.5, 1.5, -2.0, 1.2])}]),
+    "gated square MLP with biases, gate rescaling; grouped heads": (
+        Architecture((3, 3), 2, 2, "lightning", heads=2, kv_heads=1, residual=True, mlp=3,
+                     mlp_kind="gated", mlp_bias=True),
+        lambda rng: [{"layer": 1, "move": "MLP neuron permutation", "perm": [2, 3, 1]},
+                     {"layer": 1, "move": "MLP neuron rescaling", "c": np.array([1.5, -0.7, 2.0]),
+                      "cg": np.array([-1.2, 0.6, 1.1])}]),
     "relu MLP with biases, neuron rescaling": (
         Architecture((4, 4), 2, 2, "softmax", mlp=3, activation="relu", mlp_bias=True),
         lambda rng: [{"layer": 1, "move": "MLP neuron rescaling", "c": np.array([1.5, 0.7, 2.0])}]),

@@ -34,7 +34,7 @@ from .fibers import FiberResult, exact_identity
 
 _DENOMINATOR = 10 ** 6
 # The keys of a move that hold its group element's numbers (rounded to fractions to apply exactly).
-_NUMBERS = ("c", "G", "M", "e", "D", "Db")
+_NUMBERS = ("c", "cg", "G", "M", "e", "D", "Db")
 
 
 def _as_numbers(x, exact: bool):
@@ -165,7 +165,8 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
                 if np.abs(e).max() > tol * max(1.0, np.abs(W2[f"bq_{i}_{h}"]).max()):
                     step({"layer": i, "head": h, "move": "query bias shift", "e": e})
         _value_steps(arch, i, g, W2, tol, shifts, lambda: current, step)
-    return moves
+    mlp = _mlp_moves(arch, i, current, W2, tol)
+    return None if mlp is None else moves + mlp
 
 
 def _gain_balance(arch: Architecture, i: int, h: int, W1: dict, W2: dict, tol: float
@@ -279,31 +280,51 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
                 if _rel(current[f"bq_{i}_{h}"].ravel() + e, current[f"bq_{i}_{h}"].ravel()) > tol:
                     step({"layer": i, "head": h, "move": "query bias shift", "e": e})
         _value_steps(arch, i, h, W2, tol, shifts, lambda: current, step)
+    mlp = _mlp_moves(arch, i, current, W2, tol)
+    return None if mlp is None else moves + mlp
+
+
+def _mlp_moves(arch: Architecture, i: int, current: dict, W2: dict, tol: float) -> list | None:
+    """The MLP neuron permutation and rescaling mapping the MLP after layer i of `current` onto
+    W2 (none without an MLP, or with an activation that has no rescaling and no gate), or None.
+    A gated neuron's P row takes any factor; its gate row one only with a square or relu
+    activation (`cg`), and must match as it is otherwise."""
     gated = arch.mlp_kind == "gated"
-    if arch.mlp_widths[i - 1] > 0 and (gated or arch.activation in ("square", "relu")):
-        P1, P2 = _with_bias(current, f"P_{i}", f"bp_{i}"), _with_bias(W2, f"P_{i}", f"bp_{i}")
-        unit1 = P1 / np.linalg.norm(P1, axis=1, keepdims=True)
-        unit2 = P2 / np.linalg.norm(P2, axis=1, keepdims=True)
-        # a gated neuron's gate row (and bias) is not rescaled: it must match as it is
-        gate1, gate2 = ((_with_bias(current, f"G_{i}", f"bg_{i}"), _with_bias(W2, f"G_{i}", f"bg_{i}"))
-                        if gated else (None, None))
-        neuron_perm, scales = [], []
-        for j in range(P2.shape[0]):
-            signs = (1.0, -1.0) if arch.activation == "square" or gated else (1.0,)
-            found = [(k, s) for k in range(P1.shape[0]) for s in signs
-                     if k not in neuron_perm and _rel(s * unit1[k], unit2[j]) < tol
-                     and (not gated or _rel(gate1[k], gate2[j]) < tol)]
-            if not found:
-                return None
-            k, s = found[0]
-            neuron_perm.append(k)
-            scales.append(s * np.linalg.norm(P2[j]) / np.linalg.norm(P1[k]))
-        if neuron_perm != list(range(P2.shape[0])):
-            step = {"layer": i, "move": "MLP neuron permutation", "perm": [k + 1 for k in neuron_perm]}
-            moves.append(step)
-            current = apply_block_witness(arch, current, [step])
-        if any(abs(s - 1.0) > tol for s in scales):
-            moves.append({"layer": i, "move": "MLP neuron rescaling", "c": np.array(scales)})
+    if not (arch.mlp_widths[i - 1] > 0 and (gated or arch.activation in ("square", "relu"))):
+        return []
+    moves: list[dict] = []
+
+    def units(M):
+        return M / np.linalg.norm(M, axis=1, keepdims=True)
+
+    P1, P2 = _with_bias(current, f"P_{i}", f"bp_{i}"), _with_bias(W2, f"P_{i}", f"bp_{i}")
+    G1, G2 = ((_with_bias(current, f"G_{i}", f"bg_{i}"), _with_bias(W2, f"G_{i}", f"bg_{i}"))
+              if gated else (None, None))
+    rescaled = arch.activation in ("square", "relu")   # s(c x) = c^k s(x)
+    signs = (1.0, -1.0) if arch.activation == "square" else (1.0,)
+    p_signs = (1.0, -1.0) if gated else signs
+    neuron_perm, scales, gate_scales = [], [], []
+    for j in range(P2.shape[0]):
+        found = [(k, s, sg) for k in range(P1.shape[0]) if k not in neuron_perm
+                 for s in p_signs if _rel(s * units(P1)[k], units(P2)[j]) < tol
+                 for sg in ((signs if rescaled else (1.0,)) if gated else (1.0,))
+                 if not gated or (_rel(sg * units(G1)[k], units(G2)[j]) < tol if rescaled
+                                  else _rel(G1[k], G2[j]) < tol)]
+        if not found:
+            return None
+        k, s, sg = found[0]
+        neuron_perm.append(k)
+        scales.append(s * np.linalg.norm(P2[j]) / np.linalg.norm(P1[k]))
+        if gated:
+            gate_scales.append(sg * np.linalg.norm(G2[j]) / np.linalg.norm(G1[k]))
+    if neuron_perm != list(range(P2.shape[0])):
+        moves.append({"layer": i, "move": "MLP neuron permutation",
+                      "perm": [k + 1 for k in neuron_perm]})
+    move = {"layer": i, "move": "MLP neuron rescaling", "c": np.array(scales)}
+    if any(abs(s - 1.0) > tol for s in gate_scales):
+        move["cg"] = np.array(gate_scales)
+    if len(move) > 3 or any(abs(s - 1.0) > tol for s in scales):
+        moves.append(move)
     return moves
 
 

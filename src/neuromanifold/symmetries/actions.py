@@ -14,8 +14,9 @@ moves it names and the moves it applies come from one place.
   per-head GL(v)          W_h -> G W_h, O_h -> O_h G^{-1}
   MLP neuron permutation  neuron j of the result is neuron perm[j] of the input
   MLP neuron rescaling    row j of P times c_j, column j of U times c_j^-2 (square) or c_j^-1 (relu);
-                          with a gated MLP, row j of P times c_j and column j of U over c_j (the
-                          gate G untouched, any activation)
+                          with a gated MLP, row j of P times c_j and column j of U over c_j (any
+                          activation), and with `cg` (square or relu) row j of the gate G times
+                          cg_j and column j of U over cg_j^2 (square) or cg_j (relu)
   QK-norm gain balance    qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c per rotated pair)
   value bias shift        bv_g -> bv_g + e, bo -> bo - n_g O_g e (softmax; n_g heads read group g)
   query bias shift        bq_h -> bq_h + e (softmax, no rotary positions, no QK-norm)
@@ -265,6 +266,15 @@ def rescale_neurons(arch: Architecture, out: dict, move: dict) -> dict:
     out[f"P_{i}"] = out[f"P_{i}"] * c[:, None]
     _scale(out, f"bp_{i}", c[:, None])
     out[f"U_{i}"] = out[f"U_{i}"] / (c[None, :] ** power)
+    if "cg" in move:  # a gated neuron's gate row: s(c x) = c^k s(x), square (k = 2) or relu (1)
+        if arch.mlp_kind != "gated" or arch.activation not in ("square", "relu"):
+            raise bad_value("witness", "a gate rescaling (cg) only in gated square or relu MLPs",
+                            f"mlp_kind {arch.mlp_kind}, activation {arch.activation}",
+                            "Use a witness returned by same_block_function.")
+        cg = _parse(move["cg"])
+        out[f"G_{i}"] = out[f"G_{i}"] * cg[:, None]
+        _scale(out, f"bg_{i}", cg[:, None])
+        out[f"U_{i}"] = out[f"U_{i}"] / (cg[None, :] ** (2 if arch.activation == "square" else 1))
     return out
 
 
