@@ -80,6 +80,9 @@ def test_missing_and_misshaped_blocks_are_refused(tmp_path):
     _expect_refusal(tmp_path, "grouped", lambda b: {**b, "X": np.zeros((1, 1))}, "member 'X.npy'")
     # options that contradict the blocks, or that the blocks need
     _expect_refusal(tmp_path, "gpt2", lambda b: b, "learned positions T", positions="rope")
+    arch, options, _, path = _write(tmp_path, "gpt2", seed=2)
+    assert read_network_file(path, tokens=3, attention="softmax", positions="learned",
+                             **options).arch == arch
     _expect_refusal(tmp_path, "neox", lambda b: b, "layernorm or rmsnorm", norm=None)
 
 

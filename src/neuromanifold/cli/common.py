@@ -36,8 +36,9 @@ NORM_OPTION = typer.Option(None, help="layernorm or rmsnorm; required for a bloc
 # causal mask, rotary positions or parallel blocks: these options say how to read the file.
 CAUSAL_OPTION = typer.Option(False, "--causal", help="Read the network with a causal mask (a "
                              "file does not store one; docs/decoder_features.md).")
-POSITIONS_OPTION = typer.Option("none", help="none, or rope: read the file with rotary positions "
-                                "(not stored); learned positions are read from a block T.")
+POSITIONS_OPTION = typer.Option("none", help="none, learned or rope: rotary positions are not "
+                                "stored, so rope reads the file with them; learned positions are "
+                                "read from a block T (learned without one is refused).")
 ROPE_PAIRS_OPTION = typer.Option(None, "--rope-pairs", help="With --positions rope: pairs "
                                  "R_1,...,R_l rotated per head (default all a_i // 2).")
 PARALLEL_OPTION = typer.Option(False, "--parallel", help="Read the blocks as parallel "

@@ -308,9 +308,9 @@ def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "l
         raise bad_value(name, f"a block L of shape ({vocab}, {widths[-1]}) (logits tied to E need "
                         f"d_l = d_0; the widths are {widths})", sorted(arrays),
                         f"Add L of shape ({vocab}, {widths[-1]}).")
-    if "T" in arrays and positions != "none":
-        raise bad_value("positions", "left out for a file with learned positions T", positions,
-                        "Drop --positions (T makes them learned).")
+    if "T" in arrays and positions == "rope":
+        raise bad_value("positions", "'learned' or left out for a file with learned positions T",
+                        positions, "Drop --positions rope (T makes them learned).")
     if positions == "learned" and "T" not in arrays:
         raise bad_value(name, f"a block T of shape ({widths[0]}, {tokens}) for --positions learned",
                         sorted(arrays), "Add T, or drop --positions learned.")
