@@ -31,6 +31,14 @@ report each family's *incremental* rank (what it adds to the families before it)
                                  t = 1, residual, no norm; with value widths H v < d only the
                                  B the heads can follow; NOTE: [One-token basis changes])
 
+The decoder options add families with their own constructions below (docs/decoder_features.md):
+the rotary commutant (1', per key/value group), grouped query sums (14), the softmax query bias
+(15), the value bias beside the output bias (16), output biases into the readers' biases (17,
+sequential and parallel blocks), the input stream's shift into layer 1's biases (17'), an untied
+embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
+embeddings, QK-norm and final-norm gains, and layernorm shifts and norm rotations at the ends of
+a stream without a residual (10', 12').
+
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
 
@@ -62,6 +70,10 @@ non-polynomial blocks (`dimension.ball_dual`) uses them all:
        norm (N(B z) != B N(z)), any activation (B acts outside the MLP's P and U); the
        tangents are rational (one-sided inverses) and, with narrow value widths, taken in the
        kernel of a matrix checked to have full rank, as in 7.
+  10', 12' as 10 and 12, at the input stream (read only through layer 1's norm without a
+       residual) and at the last one (read only by a final norm, or by untied logits alone);
+  17', 17'' identities of the map for every attention and activation (17': no norm, every
+       reader of the shifted stream adds its bias after reading).
 The relu rescaling and every other tangent lie in the Jacobian's kernel wherever the map is
 differentiable, which is all the bound needs (docs/certified_softmax.md).
 """

@@ -11,7 +11,7 @@ Two groups of families:
   between-layer GL(d), rescaling and hidden/read-out families, whose tangents
   `paper.symmetry_tangents` and `paper.readout_tangents_float` build together (the exact and
   numerical engines split them off by a gauge where one applies: `dimension.gauge`);
-- every other network: the thirteen families of `catalogue` (which hold for the paper's model too,
+- every other network: the families of `catalogue` (which hold for the paper's model too,
   its one-head instance), built one by one by `tangent_rows` in registry order.
 """
 
@@ -33,6 +33,7 @@ _DECODER = "docs/decoder_features.md"
 _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
+_COMBINED = "docs/decoder_features.md#combined-features"
 
 
 @dataclass(frozen=True)
@@ -231,11 +232,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("layernorm shifts at the ends", False,
            lambda a: (a.norm == "layernorm" and not a.residual
                       and (a.positions == "learned" or (a.vocab is not None and not a.tied)
-                           or a.final_norm) and _plain_decoder(a)), _NORMS,
+                           or a.final_norm) and _plain_decoder(a)), _COMBINED,
            build=c.end_shift_tangents),
     Family("norm rotations at the ends", False,
            lambda a: (a.norm != "none" and not a.residual and a.vocab is not None
-                      and not a.tied and _plain_decoder(a)), _NORMS,
+                      and not a.tied and _plain_decoder(a)), _COMBINED,
            build=c.end_rotation_tangents),
     Family("one-token softmax", False,
            lambda a: a.attention == "softmax" and a.tokens == 1, _BLOCKS,
@@ -269,10 +270,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("input shift into readers' biases", False,
            lambda a: (a.bias and a.norm == "none"
                       and (a.positions == "learned" or (a.vocab is not None and not a.tied))),
-           _DECODER + "#biases", build=c.input_shift_tangents),
+           _COMBINED, build=c.input_shift_tangents),
     Family("embedding shift into positions", False,
            lambda a: a.vocab is not None and not a.tied and a.positions == "learned",
-           _EMBEDDINGS, build=c.embedding_position_tangents,
+           _COMBINED, build=c.embedding_position_tangents,
            generic_count=lambda a: a.widths[0]),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
