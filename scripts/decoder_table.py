@@ -141,7 +141,7 @@ def grouping_table(measured) -> str:
 # The models the issue names, with both halves of the features (positions, groups, biases, gated
 # MLPs, embeddings and logits), no norms (so that lightning rows stay polynomial): width 4,
 # keys 2 (one rotated pair; 4 for the partial-rotary NeoX row), 2 heads, t = 3, vocabulary 8
-# (above d + 2: not a small vocabulary).
+# (above d + 2: not a small vocabulary), and the Falcon row again with 16 token ids.
 MODEL_ROWS: tuple[tuple[str, dict], ...] = (
     ("mini Llama: causal, rope, 1 key/value head, gated MLP, residual, untied logits",
      dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
@@ -155,6 +155,11 @@ MODEL_ROWS: tuple[tuple[str, dict], ...] = (
     ("mini Falcon: causal, rope, 1 key/value head, parallel, untied logits",
      dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
           parallel=True, residual=True, mlp=3, vocab=8)),
+    # The same with 16 token ids: the finite-vocabulary gap of its parallel MLP closes
+    # (docs/decoder_features.md#combined-features).
+    ("mini Falcon, 16 token ids",
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
+          parallel=True, residual=True, mlp=3, vocab=16)),
 )
 
 

@@ -205,7 +205,6 @@ def test_catalogue_tangents_leave_outputs_unchanged(name):
 def test_new_families_have_their_proved_counts():
     """The generic counts of the decoder families equal their tangents' rank at a random point."""
     from neuromanifold.symmetries.registry import family
-    from neuromanifold.dimension.jacobians import family_ranks
 
     arch = Architecture((3, 3), 2, 3, "softmax", heads=4, kv_heads=2, bias=True)
     tangents, counts = tangent_rows(arch, random_block_weights(arch, 1))
@@ -368,6 +367,15 @@ COMBINED = [  # both halves of the features together (the docs' model rows and t
     dict(widths=(3, 3, 3), keys=2, tokens=2, heads=2, bias=True, parallel=True, residual=True,
          mlp=2, mlp_bias=True),
     dict(widths=(3, 3), keys=2, tokens=3, heads=2, kv_heads=1, positions="learned", bias=True),
+    # the families widened to groups, biases, gates and parallel blocks, on distinct sizes
+    dict(widths=(4, 4), keys=2, tokens=2, heads=4, kv_heads=2, positions="rope", bias=True,
+         residual=True, mlp=2, mlp_kind="gated", mlp_bias=True, vocab=7),
+    dict(widths=(3, 3, 3), keys=2, tokens=2, heads=2, positions="learned", bias=True,
+         parallel=True, residual=True, mlp=2, mlp_bias=True, vocab=6),
+    dict(widths=(3, 4), keys=2, tokens=3, heads=2, kv_heads=1, positions="learned", bias=True,
+         vocab=5),
+    dict(widths=(3, 3), keys=3, tokens=2, heads=2, kv_heads=1, bias=True, vocab=5, tied=True,
+         mlp=2, mlp_bias=True, mlp_kind="gated"),
 ]
 
 
@@ -395,7 +403,16 @@ def test_combined_features_keep_every_tangent_in_the_exact_kernel(options):
 @pytest.mark.parametrize("options", COMBINED + [
     dict(widths=(4, 4), keys=4, tokens=3, heads=2, positions="rope", rope_pairs=1, bias=True),
     dict(widths=(4, 4), keys=2, tokens=3, heads=2, norm="rmsnorm", qk_norm=True, bias=True),
-    dict(widths=(4, 4), keys=2, tokens=3, heads=4, kv_heads=2, norm="rmsnorm", qk_norm=True)],
+    dict(widths=(4, 4), keys=2, tokens=3, heads=4, kv_heads=2, norm="rmsnorm", qk_norm=True),
+    # layernorm and rmsnorm at the ends of a stream without a residual; QK-norm per group
+    dict(widths=(3, 3), keys=2, tokens=3, vocab=5, norm="layernorm", final_norm=True),
+    dict(widths=(3, 4, 3), keys=2, tokens=2, heads=2, kv_heads=1, vocab=6, norm="rmsnorm",
+         bias=True, positions="learned"),
+    dict(widths=(4, 3), keys=2, tokens=2, heads=2, vocab=6, norm="layernorm", final_norm=True,
+         positions="learned", mlp=2, mlp_kind="gated"),
+    dict(widths=(4, 4), keys=4, tokens=3, heads=4, kv_heads=2, norm="layernorm", qk_norm=True,
+         positions="rope", rope_pairs=1, residual=True, mlp=2, mlp_kind="gated", bias=True,
+         mlp_bias=True, vocab=6, final_norm=True)],
     ids=lambda o: ",".join(sorted(o)))
 @pytest.mark.parametrize("attention", ["softmax", "lightning"])
 def test_combined_features_keep_every_tangent_in_the_float_kernel(options, attention):
@@ -416,3 +433,40 @@ def test_combined_features_keep_every_tangent_in_the_float_kernel(options, atten
     if T.shape[0]:
         image = (J @ T.T).abs().max() / (J.abs().max() * max(1.0, float(T.abs().max())))
         assert float(image) < 1e-9, counts
+
+
+@pytest.mark.parametrize("arch", [
+    Architecture((4, 4), 4, 3, heads=4, kv_heads=2, positions="rope", rope_pairs=1, bias=True),
+    Architecture((5, 5), 4, 2, "softmax", heads=3, kv_heads=1, positions="rope", bias=True),
+    Architecture((4, 4), 3, 3, "softmax", heads=4, kv_heads=2, norm="rmsnorm", qk_norm=True,
+                 positions="rope", rope_pairs=1),
+    Architecture((3, 4), 2, 2, heads=2, positions="learned", vocab=5),
+], ids=str)
+def test_widened_families_have_their_proved_counts(arch):
+    """The rotary commutant and the QK-norm gain balance per key/value group (biases following
+    their maps) and the embedding shift into positions: their tangents' rank at a random point
+    is the proved count (sum over groups of 2 R + (a - 2 R)^2 and of a - R; d_0)."""
+    from neuromanifold.symmetries.registry import family
+
+    tangents, counts = tangent_rows(arch, random_block_weights(arch, 4))
+    start, seen = 0, 0
+    for name, n in counts:
+        fam = family(name)
+        if name in ("rotary commutant on (Q, K)", "QK-norm gain balance",
+                    "embedding shift into positions") and n:
+            assert torch.linalg.matrix_rank(tangents[start:start + n]) == fam.count(arch), name
+            seen += 1
+        start += n
+    assert seen == 1
+
+
+def test_layernorm_ends_close_all_but_the_normalised_embedding_points():
+    """Widths 3,3, layernorm, V = 5, final norm (lightning): the bound was [22, 34]; the shifts
+    and rotations at the ends close it to [22, 25]. The 3 left are GL(2) / O(2) on the plane the
+    normalised embedding rows lie in (eps > 0 lets their lengths vary; tangents need sqrt(var +
+    eps), not built): the float kernel is 3 larger than the registry's span, all of it in E."""
+    arch = Architecture((3, 3), 2, 3, vocab=5, norm="layernorm", final_norm=True)
+    r = _quiet_dim(arch, "certified")
+    assert (r.dimension, r.upper_bound, r.status) == (22, 25, "lower-bound")
+    assert r.symmetries["layernorm shifts at the ends"] == 7
+    assert r.symmetries["norm rotations at the ends"] == 2

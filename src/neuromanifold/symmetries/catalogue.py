@@ -31,6 +31,14 @@ report each family's *incremental* rank (what it adds to the families before it)
                                  t = 1, residual, no norm; with value widths H v < d only the
                                  B the heads can follow; NOTE: [One-token basis changes])
 
+The decoder options add families with their own constructions below (docs/decoder_features.md):
+the rotary commutant (1', per key/value group), grouped query sums (14), the softmax query bias
+(15), the value bias beside the output bias (16), output biases into the readers' biases (17,
+sequential and parallel blocks), the input stream's shift into layer 1's biases (17'), an untied
+embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
+embeddings, QK-norm and final-norm gains, and layernorm shifts and norm rotations at the ends of
+a stream without a residual (10', 12').
+
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
 
@@ -62,6 +70,10 @@ non-polynomial blocks (`dimension.ball_dual`) uses them all:
        norm (N(B z) != B N(z)), any activation (B acts outside the MLP's P and U); the
        tangents are rational (one-sided inverses) and, with narrow value widths, taken in the
        kernel of a matrix checked to have full rank, as in 7.
+  10', 12' as 10 and 12, at the input stream (read only through layer 1's norm without a
+       residual) and at the last one (read only by a final norm, or by untied logits alone);
+  17', 17'' identities of the map for every attention and activation (17': no norm, every
+       reader of the shifted stream adds its bias after reading).
 The relu rescaling and every other tangent lie in the Jacobian's kernel wherever the map is
 differentiable, which is all the bound needs (docs/certified_softmax.md).
 """
@@ -165,27 +177,34 @@ def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
     """1'. rotary commutant (rotary positions, t >= 2): Q -> G Q, K -> G^{-T} K for G commuting
     with the rotations, so q_j^T R^{i-j} k_i is unchanged: per rotated pair f, G = c I + s J on
     the pair (J the quarter turn; distinct angles leave no block between pairs), and GL on the
-    a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too)."""
+    a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too). With
+    kv_heads one G per group, on every query of the group and the group's key; biases follow
+    their maps (bq -> G bq, bk -> G^{-T} bk: the rotation acts on q = Q z + bq, and
+    R^j G q = G R^j q)."""
     pairs = arch.rotated_pairs[i - 1]
-    for h in range(1, arch.head_counts[i - 1] + 1):
-        q_name, k_name = f"Q_{i}_{h}", f"K_{i}_{h}"
-        Q, K = blocks[q_name], blocks[k_name]
+    a = arch.keys[i - 1]
+    for g, heads in _groups(arch, i):
+        queries = [name for h in heads for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}")]
+        keys = [f"K_{i}_{g}"] + _bias(blocks, f"bk_{i}_{g}")
+        units = []                              # X as a list of (row, column, entry)
         for f in range(pairs):
             p = 2 * f
-            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = identity on the pair
-            dQ[p], dQ[p + 1] = Q[p], Q[p + 1]
-            dK[p], dK[p + 1] = ops.neg(K[p]), ops.neg(K[p + 1])
-            put({q_name: dQ, k_name: dK})
-            dQ, dK = zero[q_name].clone(), zero[k_name].clone()      # X = J = [[0, -1], [1, 0]]
-            dQ[p], dQ[p + 1] = ops.neg(Q[p + 1]), Q[p]
-            dK[p], dK[p + 1] = ops.neg(K[p + 1]), K[p]              # -J^T K = J K
-            put({q_name: dQ, k_name: dK})
-        for r in range(2 * pairs, Q.shape[0]):
-            for s in range(2 * pairs, Q.shape[0]):
-                dQ, dK = zero[q_name].clone(), zero[k_name].clone()
-                dQ[r] = Q[s]
-                dK[s] = ops.neg(K[r])
-                put({q_name: dQ, k_name: dK})
+            units.append([(p, p, 1), (p + 1, p + 1, 1)])           # X = identity on the pair
+            units.append([(p, p + 1, -1), (p + 1, p, 1)])          # X = J = [[0, -1], [1, 0]]
+        units += [[(r, s, 1)] for r in range(2 * pairs, a) for s in range(2 * pairs, a)]
+        for unit in units:
+            parts = {}
+            for name in queries:                # dQ = X Q: row r gains x_rs row s
+                parts[name] = zero[name].clone()
+                for r, s, x in unit:
+                    parts[name][r] = ops.add(parts[name][r], blocks[name][s] if x > 0
+                                             else ops.neg(blocks[name][s]))
+            for name in keys:                   # dK = -X^T K: row s gains -x_rs row r
+                parts[name] = zero[name].clone()
+                for r, s, x in unit:
+                    parts[name][s] = ops.add(parts[name][s], ops.neg(blocks[name][r]) if x > 0
+                                             else blocks[name][r])
+            put(parts)
 
 
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
@@ -280,25 +299,82 @@ def bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
     nothing else reads it; with one the shift rides on the stream past the readers, and the
     next bias written to the stream (bu_i after the MLP, bo_{i+1} after the next layer's heads)
     takes it back: b' -> b' - x. Only at boundaries where every reader has a bias (and, with a
-    residual, a next bias exists)."""
-    for makers, readers in _stages(arch, blocks, i):
-        biases = [name for name in makers if name.startswith("b")]
-        reader_biases = [_reader_bias(blocks, name) for name in readers]
-        if not biases or any(b is None for b in reader_biases):
-            continue
-        b = biases[-1]
-        after = f"bu_{i}" if f"P_{i}" in readers else f"bo_{i + 1}"
-        if arch.residual and after not in blocks:
-            continue
-        for r in range(blocks[b].shape[0]):
-            parts = {b: zero[b].clone()}
-            parts[b][r] = 1
-            if arch.residual:
-                parts[after] = zero[after].clone()
-                parts[after][r] = ops.neg(torch.ones_like(parts[after][r]))
-            for name, rb in zip(readers, reader_biases):
-                parts[rb] = ops.neg(blocks[name][:, r:r + 1].clone())
-            put(parts)
+    residual, a next bias exists). Parallel blocks (z -> z + att(z) + mlp(z)): bo_i and bu_i
+    are added to the same output (bo_i + x, bu_i - x), and layer i + 1's heads and MLP read
+    the stream after both (the last of them shifts, the first of layer i + 1's takes it back)."""
+    if arch.parallel:
+        routes = []
+        if f"bo_{i}" in blocks and f"bu_{i}" in blocks:
+            routes.append((f"bo_{i}", [], f"bu_{i}"))
+        written = _bias(blocks, f"bo_{i}") + _bias(blocks, f"bu_{i}")
+        later = _bias(blocks, f"bo_{i + 1}") + _bias(blocks, f"bu_{i + 1}")
+        if i < arch.n_layers and written and later:
+            routes.append((written[-1], _layer_readers(arch, blocks, i + 1), later[0]))
+    else:
+        routes = []
+        for makers, readers in _stages(arch, blocks, i):
+            biases = [name for name in makers if name.startswith("b")]
+            after = f"bu_{i}" if f"P_{i}" in readers else f"bo_{i + 1}"
+            routes.append((biases[-1] if biases else None, readers,
+                           after if arch.residual else ""))
+    for source, readers, back in routes:
+        _shift_route(blocks, zero, ops, source, readers, back, put)
+
+
+def _shift_route(blocks: dict, zero: dict, ops: TangentOps, source: str | None,
+                 readers: list[str], back: str | None, put) -> None:
+    """For each stream coordinate r, the tangent that writes e_r to every token through `source`
+    (a bias b: entry r; the position table T: row r; the embedding E: column r, since E^T X
+    gains e_r 1^T for one-hot X), moves each reader's bias by -R e_r, and takes e_r back through
+    `back` (a later block written to every token: entry or row r by -1; "" where nothing takes
+    it back, as without a residual). Nothing where the source, a reader's bias or a needed
+    `back` (None) is missing."""
+    reader_biases = [_reader_bias(blocks, name) for name in readers]
+    if source is None or back is None or any(b is None for b in reader_biases):
+        return
+    if back and back not in blocks:
+        return
+    for r in range(blocks[source].shape[1] if source == "E" else blocks[source].shape[0]):
+        parts = {source: zero[source].clone()}
+        if source == "E":
+            parts[source][:, r] = 1
+        else:
+            parts[source][r] = 1
+        if back:
+            parts[back] = zero[back].clone()
+            parts[back][r] = ops.neg(torch.ones_like(parts[back][r]))
+        for name, rb in zip(readers, reader_biases):
+            parts[rb] = ops.neg(blocks[name][:, r:r + 1].clone())
+        put(parts)
+
+
+def input_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                         put) -> None:
+    """17'. the input stream's shift into layer 1's readers' biases (no norm): the position table
+    (T -> T + x 1^T) or, without one, an untied embedding (E -> E + 1 x^T: one-hot tokens
+    embed as E^T X + x 1^T) writes x to every token; layer 1's readers (its MLP's too in a
+    parallel block) take it off their biases, and with a residual the first bias written to the
+    stream after them (bo_1; in a parallel block bo_1 or bu_1) takes it back."""
+    source = "T" if "T" in blocks else ("E" if "E" in blocks and not arch.tied else None)
+    back = ""
+    if arch.residual:
+        later = _bias(blocks, "bo_1") + (_bias(blocks, "bu_1") if arch.parallel else [])
+        back = later[0] if later else None
+    _shift_route(blocks, zero, ops, source, _layer_readers(arch, blocks, 1), back, put)
+
+
+def embedding_position_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                                put) -> None:
+    """17''. an untied embedding beside learned positions: one-hot tokens embed as E^T X + T, and
+    1^T X = 1^T, so E -> E + 1 x^T, T -> T - x 1^T leaves every input stream unchanged."""
+    _shift_route(blocks, zero, ops, "E", [], "T", put)
+
+
+def _layer_readers(arch: Architecture, blocks: dict, i: int) -> list[str]:
+    """The blocks reading the stream into layer i: its heads' query, key and value inputs and,
+    in a parallel block (its MLP reads the same stream), the MLP's gate and values."""
+    mlp = _mlp_readers(arch, i) if arch.parallel and arch.mlp_widths[i - 1] > 0 else []
+    return _consumers(arch, blocks, i) + mlp
 
 
 def _reader_bias(blocks: dict, name: str) -> str | None:
@@ -688,14 +764,42 @@ def _mlp_readers(arch: Architecture, i: int) -> list[str]:
     return [f"G_{i}", f"P_{i}"] if arch.mlp_kind == "gated" else [f"P_{i}"]
 
 
+def _head_writers(arch: Architecture, blocks: dict, i: int) -> list[str]:
+    """The blocks attention i writes the stream with through their rows: each group's value
+    output (V_g or O_g), the unfactored value biases bv_g (d_i x 1, mixed by the scores like
+    V_g z) and the output bias bo_i."""
+    writers = [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)]
+    if f"V_{i}_1" in blocks:
+        writers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
+    return writers + _bias(blocks, f"bo_{i}")
+
+
+def _layer_writers(arch: Architecture, blocks: dict, i: int) -> list[str]:
+    """Every block layer i writes its output with through its rows: the heads' writers and,
+    with an MLP, U_i and bu_i."""
+    mlp = [f"U_{i}"] + _bias(blocks, f"bu_{i}") if arch.mlp_widths[i - 1] > 0 else []
+    return _head_writers(arch, blocks, i) + mlp
+
+
+def _stream_blocks(arch: Architecture, blocks: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """A residual stream's writers (T and every layer's writers, through their rows) and its
+    readers with the norm gain in front of each ((name, gain): the heads' query, key and value
+    inputs behind g_i, the MLP's gate and values behind n_i), biases and groups included; a
+    reader's bias is added after it reads, so no basis change of the stream moves it."""
+    writers, readers = (["T"] if "T" in blocks else []), []
+    for i in range(1, arch.n_layers + 1):
+        readers += [(name, f"g_{i}") for name in _consumers(arch, blocks, i)]
+        if arch.mlp_widths[i - 1] > 0:
+            readers += [(name, f"n_{i}") for name in _mlp_readers(arch, i)]
+        writers += _layer_writers(arch, blocks, i)
+    return writers, readers
+
+
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
     """(producers, readers) at each boundary after attention i: producers write the stream
     through their rows (their bias columns too: unfactored value biases, bo_i, bu_i), readers
     read it through their columns."""
-    producers = [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)]
-    if f"V_{i}_1" in blocks:
-        producers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
-    producers += _bias(blocks, f"bo_{i}")
+    producers = _head_writers(arch, blocks, i)
     stages = []
     if arch.mlp_widths[i - 1] > 0:
         stages.append((producers, _mlp_readers(arch, i)))
@@ -787,8 +891,8 @@ def stream_basis_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
     with embeddings]): GL(d_0) x GL(d_l), GL(d) or O(d)."""
     l = arch.n_layers
     first_readers = _consumers(arch, blocks, 1)
-    last_writers = ([f"U_{l}"] if arch.mlp_widths[l - 1] > 0 else
-                    [_value_names(blocks, l, h)[1] for h in range(1, arch.head_counts[l - 1] + 1)])
+    last_writers = ([f"U_{l}"] + _bias(blocks, f"bu_{l}") if arch.mlp_widths[l - 1] > 0
+                    else _head_writers(arch, blocks, l))    # no residual: the last stage's
     inputs = ["T"] if "T" in blocks else []
     d0, dl = arch.widths[0], arch.widths[-1]
     if arch.tied and not arch.residual:
@@ -797,14 +901,8 @@ def stream_basis_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
                 put(_tied_change(blocks, zero, first_readers, last_writers, r, s, ops))
         return
     if arch.residual:
-        readers, writers = [], list(inputs)
-        for i in range(1, l + 1):
-            readers += _consumers(arch, blocks, i)
-            writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
-            if arch.mlp_widths[i - 1] > 0:
-                readers.append(f"P_{i}")
-                writers.append(f"U_{i}")
-        readers += [] if arch.tied else ["L"]
+        writers, readers = _stream_blocks(arch, blocks)
+        readers = [name for name, _ in readers] + ([] if arch.tied else ["L"])
         groups = [(d0, (writers, readers, ["E"]))]
     else:
         groups = [(d0, (inputs, first_readers, ["E"])), (dl, (last_writers, ["L"], []))]
@@ -876,18 +974,23 @@ def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, 
                      put) -> None:
     """QK-norm gain balance: qn -> c qn, kn -> kn / c on one unrotated coordinate, or on both
     coordinates of a rotated pair (a scalar on a pair commutes with its rotations): the score
-    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention."""
+    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention. With kv_heads the heads
+    of a group share kn_g: c scales every query gain of the group."""
     pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
     a = arch.keys[i - 1]
-    groups = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
-    for h in range(1, arch.head_counts[i - 1] + 1):
-        qn, kn = f"qn_{i}_{h}", f"kn_{i}_{h}"
-        for group in groups:
-            dq, dk = zero[qn].clone(), zero[kn].clone()
-            for c in group:
-                dq[c] = blocks[qn][c]
-                dk[c] = ops.neg(blocks[kn][c])
-            put({qn: dq, kn: dk})
+    coords = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
+    for g, heads in _groups(arch, i):
+        kn = f"kn_{i}_{g}"
+        for coord in coords:
+            parts = {kn: zero[kn].clone()}
+            for c in coord:
+                parts[kn][c] = ops.neg(blocks[kn][c])
+            for h in heads:
+                qn = f"qn_{i}_{h}"
+                parts[qn] = zero[qn].clone()
+                for c in coord:
+                    parts[qn][c] = blocks[qn][c]
+            put(parts)
 
 
 def final_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict, put) -> None:
@@ -910,13 +1013,7 @@ def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
     the logits L -> L G^-1 (L F G^-1 F^-1 behind a final norm; tied: E G^T G = E, needing no
     final norm). Tangents at G = I + e X, X antisymmetric (X 1 = 0 for layernorm)."""
     d = arch.widths[0]
-    readers, writers = [], ["T"] if "T" in blocks else []
-    for i in range(1, arch.n_layers + 1):
-        readers += [(name, f"g_{i}") for name in _consumers(arch, blocks, i)]
-        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
-        if arch.mlp_widths[i - 1] > 0:
-            readers.append((f"P_{i}", f"n_{i}"))
-            writers.append(f"U_{i}")
+    writers, readers = _stream_blocks(arch, blocks)
     if not arch.tied:
         readers.append(("L", "f" if arch.final_norm else None))
     sample = blocks["E"]
@@ -951,11 +1048,7 @@ def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
     """A residual stream read only through layernorms (a final norm included): layernorm(Z + 1 y^T)
     = layernorm(Z), so every writer M -> M + 1 x^T (the heads' value outputs, U, T; the
     embedding E^T + 1 x^T, i.e. E + x 1^T, when untied) leaves the map unchanged."""
-    writers = ["T"] if "T" in blocks else []
-    for i in range(1, arch.n_layers + 1):
-        writers += [_value_names(blocks, i, h)[1] for h in range(1, arch.head_counts[i - 1] + 1)]
-        if arch.mlp_widths[i - 1] > 0:
-            writers.append(f"U_{i}")
+    writers, _ = _stream_blocks(arch, blocks)
     for name in writers:
         for c in range(blocks[name].shape[1]):
             d = zero[name].clone()
@@ -966,3 +1059,89 @@ def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
             d = zero["E"].clone()
             d[v] = 1
             put({"E": d})
+
+
+def _last_writers(arch: Architecture, blocks: dict) -> list[str]:
+    """Without a residual, the blocks writing the network's last stream through their rows: the
+    last MLP's U_l and bu_l, or the last heads' writers."""
+    l = arch.n_layers
+    return ([f"U_{l}"] + _bias(blocks, f"bu_{l}") if arch.mlp_widths[l - 1] > 0
+            else _head_writers(arch, blocks, l))
+
+
+def end_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                       put) -> None:
+    """10'. layernorm shifts at the ends (layernorm, no residual): the input stream is read only
+    through layer 1's norm, so T -> T + 1 y^T and an untied embedding E -> E + x 1^T (one-hot
+    tokens: E^T X gains 1 (x^T X)) leave the map unchanged; behind a final norm the last stream
+    is read only through it, so every last writer M -> M + 1 x^T does too. (Tied, E also reads
+    the logits: E Z + x 1^T Z is not the same map.)"""
+    if "T" in blocks:
+        for c in range(blocks["T"].shape[1]):
+            d = zero["T"].clone()
+            d[:, c] = 1
+            put({"T": d})
+    if "E" in blocks and not arch.tied:
+        for v in range(blocks["E"].shape[0]):
+            d = zero["E"].clone()
+            d[v] = 1
+            put({"E": d})
+    if arch.final_norm:
+        for name in _last_writers(arch, blocks):
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[:, c] = 1
+                put({name: d})
+
+
+def end_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                          put) -> None:
+    """12'. the stream's basis at the ends behind norms (norm, no residual, untied embedding and
+    logits): the input stream E^T X (+ T) is read only through layer 1's norm, so an orthogonal
+    G (fixing 1 for layernorm) acts as family 12 does between layers: E -> E G^T, T -> G T,
+    layer 1's readers R -> R D G^-1 D^-1 (D = diag(g_1)); the last stream is read only by the
+    logits: behind a final norm (gain F) the last writers W -> G W, L -> L F G^-1 F^-1 with G
+    orthogonal (fixing 1 for layernorm), without one any H in GL(d_l): W -> H W, L -> L H^-1.
+    Tangents at G = I + e X (X antisymmetric, X 1 = 0 for layernorm; any X = E_rs for GL)."""
+    d0, dl = arch.widths[0], arch.widths[-1]
+    dtype = blocks["E"].dtype
+
+    def units(d: int) -> list[torch.Tensor]:
+        if arch.norm == "layernorm":   # a basis of the complement of 1: e_r - e_{d-1}
+            eye = torch.eye(d, dtype=torch.int64)
+            basis = [eye[r] - eye[d - 1] for r in range(d - 1)]
+        else:
+            basis = list(torch.eye(d, dtype=torch.int64))
+        out = []
+        for a in range(len(basis)):
+            for b in range(a + 1, len(basis)):
+                E = torch.outer(basis[a], basis[b]) - torch.outer(basis[b], basis[a])
+                out.append((E > 0).to(dtype) + ops.neg((E < 0).to(dtype)))
+        return out
+
+    def conjugate(gain: str, X: torch.Tensor) -> torch.Tensor:   # D X D^-1
+        D = torch.diag(blocks[gain][:, 0])
+        return ops.mm(ops.mm(D, X), ops.inv(D))
+
+    for X in units(d0):
+        parts: dict = {}
+        plus = _accumulator(parts, ops)
+        plus("E", ops.neg(ops.mm(blocks["E"], X)))             # E X^T = -E X
+        if "T" in blocks:
+            plus("T", ops.mm(X, blocks["T"]))
+        inner = conjugate("g_1", X)
+        for name in _consumers(arch, blocks, 1):
+            plus(name, ops.neg(ops.mm(blocks[name], inner)))
+        put(parts)
+    if arch.final_norm:
+        for X in units(dl):
+            parts = {}
+            plus = _accumulator(parts, ops)
+            for name in _last_writers(arch, blocks):
+                plus(name, ops.mm(X, blocks[name]))
+            plus("L", ops.neg(ops.mm(blocks["L"], conjugate("f", X))))
+            put(parts)
+        return
+    for r in range(dl):
+        for s in range(dl):
+            put(_unit_change(blocks, zero, (_last_writers(arch, blocks), ["L"], []), r, s, ops))

@@ -11,7 +11,7 @@ Two groups of families:
   between-layer GL(d), rescaling and hidden/read-out families, whose tangents
   `paper.symmetry_tangents` and `paper.readout_tangents_float` build together (the exact and
   numerical engines split them off by a gauge where one applies: `dimension.gauge`);
-- every other network: the thirteen families of `catalogue` (which hold for the paper's model too,
+- every other network: the families of `catalogue` (which hold for the paper's model too,
   its one-head instance), built one by one by `tangent_rows` in registry order.
 """
 
@@ -33,6 +33,7 @@ _DECODER = "docs/decoder_features.md"
 _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
+_COMBINED = "docs/decoder_features.md#combined-features"
 
 
 @dataclass(frozen=True)
@@ -75,15 +76,19 @@ def _rotated(arch: Architecture, i: int) -> int:
 
 
 def _plain_heads(arch: Architecture) -> bool:
-    """One key/value map per head and no attention biases: what the per-head constructions of
-    the position and QK-norm families assume."""
-    return arch.kv_counts == arch.head_counts and not arch.bias
+    """Whether the per-group constructions of the position and QK-norm families model every
+    option of `arch`: they do for groups (one change per key/value group) and biases (moved with
+    their maps); an option they do not model is to be excluded here."""
+    return True
 
 
 def _plain_decoder(arch: Architecture) -> bool:
-    """No biases, groups or gates: what the stream families' constructions assume (they move
-    every writer and reader of the stream, not bias columns, shared maps or a gate)."""
-    return _plain_heads(arch) and not arch.mlp_bias and arch.mlp_kind == "plain"
+    """Whether the stream families' constructions (basis changes, rotations and shifts of the
+    stream, at its ends too) model every option of `arch`: they move every writer's rows, bias
+    columns included, and every reader's columns (gates, shared key/value maps, parallel
+    MLPs among them), a reader's bias being added after it reads; an option they do not model
+    (one that reads or writes the stream otherwise) is to be excluded here."""
+    return _plain_heads(arch)
 
 
 def _key_gl_count(arch: Architecture) -> int | None:
@@ -98,13 +103,13 @@ def _key_gl_count(arch: Architecture) -> int | None:
 
 
 def _rotary_count(arch: Architecture) -> int | None:
-    """sum over the heads of rotated layers of 2 R_i + (a_i - 2 R_i)^2 when every a_i <= d_{i-1}:
-    the commutant of the rotations (docs/decoder_features.md#positions) acts freely on
-    full-rank (Q, K); None otherwise."""
+    """sum over the heads (key/value groups with kv_heads) of rotated layers of
+    2 R_i + (a_i - 2 R_i)^2 when every a_i <= d_{i-1}: the commutant of the rotations
+    (docs/decoder_features.md#positions) acts freely on a full-rank K_g; None otherwise."""
     if any(a > d for a, d in zip(arch.keys, arch.widths[:-1])):
         return None
-    return sum(H * (2 * r + (a - 2 * r) ** 2) for i, (H, a) in
-               enumerate(zip(arch.head_counts, arch.keys), start=1)
+    return sum(G * (2 * r + (a - 2 * r) ** 2) for i, (G, a) in
+               enumerate(zip(arch.kv_counts, arch.keys), start=1)
                if (r := _rotated(arch, i)))
 
 
@@ -135,10 +140,11 @@ def _value_bias_count(arch: Architecture) -> int:
 
 
 def _qk_gain_count(arch: Architecture) -> int:
-    """One scaling per unrotated coordinate and per rotated pair of each head: qn -> c qn,
-    kn -> kn / c on it (the rotations commute with a scalar on a pair): sum H (a - R)."""
-    return sum(H * (a - _rotated(arch, i)) for i, (H, a) in
-               enumerate(zip(arch.head_counts, arch.keys), start=1))
+    """One scaling per unrotated coordinate and per rotated pair of each head (key/value group
+    with kv_heads: its heads share kn_g): qn -> c qn, kn -> kn / c on it (the rotations commute
+    with a scalar on a pair): sum G (a - R)."""
+    return sum(G * (a - _rotated(arch, i)) for i, (G, a) in
+               enumerate(zip(arch.kv_counts, arch.keys), start=1))
 
 
 def _stream_basis_count(arch: Architecture) -> int | None:
@@ -166,8 +172,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("per-head GL(a) on (Q, K)", False, lambda a: not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: not _rotated(a, i), build=c.key_gl_tangents,
            generic_count=_key_gl_count, move="per-head GL(a)", act=actions.key_gl),
-    # Rotary positions: GL(a) breaks to the commutant of the rotations (decoder features). Built
-    # per head on (Q_h, K_h, no biases): not with grouped key/value heads or biases.
+    # Rotary positions: GL(a) breaks to the commutant of the rotations (decoder features); per
+    # key/value group, biases following their maps.
     Family("rotary commutant on (Q, K)", False,
            lambda a: (a.positions == "rope" and a.tokens > 1 and not a.qk_norm
                       and _plain_heads(a)), _POSITIONS,
@@ -184,9 +190,9 @@ FAMILIES: tuple[Family, ...] = (
            at_layer=lambda a, i: (a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
                                   and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing", act=actions.mix_heads),
-    # Embeddings and logits, no norm: the stream's basis at the ends (decoder features). Their
-    # constructions move the stream's writers and readers without bias columns, groups or gates:
-    # not with those options (the bound stays open there: lower-bound, never a wrong certificate).
+    # Embeddings and logits, no norm: the stream's basis at the ends (decoder features). Every
+    # writer's rows move, bias columns included (a reader's bias is added after it reads);
+    # groups write through their shared value maps, a gate reads like P.
     Family("stream basis at the embedding and logits", False,
            lambda a: a.vocab is not None and a.norm == "none" and _plain_decoder(a), _EMBEDDINGS,
            build=c.stream_basis_tangents, generic_count=_stream_basis_count),
@@ -198,7 +204,7 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: (a.residual and a.norm == "layernorm" and a.final_norm
                       and _plain_decoder(a)), _NORMS,
            build=c.stream_shift_tangents),
-    # QK-norm and the final norm's gains (decoder features); per head: not with groups.
+    # QK-norm and the final norm's gains (decoder features); per key/value group.
     Family("QK-norm gain balance", False, lambda a: a.qk_norm and _plain_heads(a), _NORMS,
            at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count,
            move="QK-norm gain balance", act=actions.balance_qk_gains),
@@ -222,6 +228,18 @@ FAMILIES: tuple[Family, ...] = (
     Family("layernorm shifts", False,
            lambda a: a.norm == "layernorm" and not a.residual, _BLOCKS,
            at_layer=lambda a, i: True, build=c.layernorm_shift_tangents),
+    # The ends of a stream without a residual behind norms: the input stream (positions, an
+    # untied embedding) read only through layer 1's norm, the last one only by a final norm or
+    # the logits (decoder features).
+    Family("layernorm shifts at the ends", False,
+           lambda a: (a.norm == "layernorm" and not a.residual
+                      and (a.positions == "learned" or (a.vocab is not None and not a.tied)
+                           or a.final_norm) and _plain_decoder(a)), _COMBINED,
+           build=c.end_shift_tangents),
+    Family("norm rotations at the ends", False,
+           lambda a: (a.norm != "none" and not a.residual and a.vocab is not None
+                      and not a.tied and _plain_decoder(a)), _COMBINED,
+           build=c.end_rotation_tangents),
     Family("one-token softmax", False,
            lambda a: a.attention == "softmax" and a.tokens == 1, _BLOCKS,
            at_layer=lambda a, i: True, build=c.one_token_tangents),
@@ -247,11 +265,20 @@ FAMILIES: tuple[Family, ...] = (
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
            generic_count=_value_bias_count, move="value bias shift", act=actions.shift_value_bias),
-    # Built for sequential blocks (the MLP reads the stream after attention): not with parallel
-    # blocks, where it reads the layer's input (measured: a tangent outside the kernel there).
+    # Sequential blocks: the MLP reads the stream after attention; parallel blocks: layer i's
+    # heads and MLP read the same stream, and bo_i, bu_i write to the same output.
     Family("output bias into readers' biases", False,
-           lambda a: (a.bias or a.mlp_bias) and a.norm == "none" and not a.parallel,
+           lambda a: (a.bias or a.mlp_bias) and a.norm == "none",
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.bias_shift_tangents),
+    # The input stream (positions, or an untied embedding) shifted into layer 1's biases.
+    Family("input shift into readers' biases", False,
+           lambda a: (a.bias and a.norm == "none"
+                      and (a.positions == "learned" or (a.vocab is not None and not a.tied))),
+           _COMBINED, build=c.input_shift_tangents),
+    Family("embedding shift into positions", False,
+           lambda a: a.vocab is not None and not a.tied and a.positions == "learned",
+           _COMBINED, build=c.embedding_position_tangents,
+           generic_count=lambda a: a.widths[0]),
     Family("one-token basis changes", False,
            lambda a: (a.attention == "softmax" and a.tokens == 1 and a.residual
                       and a.norm == "none" and a.kv_heads is None and not a.bias
