@@ -8,6 +8,7 @@ from neuromanifold.errors import ResourceError
 from neuromanifold.core.parameters import flatten, random_weights, random_inputs
 from neuromanifold.symmetries.paper import symmetry_tangents
 from neuromanifold.dimension import gauge
+from neuromanifold.dimension.growth import first_target
 from neuromanifold.dimension.jacobians import jacobian
 
 
@@ -147,7 +148,7 @@ def test_the_computing_modules_read_their_block_sizes_from_memory():
     assert ball.DEFAULT_PRECISION is memory.BALL_DEFAULT_PRECISION
     for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
         n_tangents, upper = memory._upper_guess(arch)
-        first = numerical.initial_samples(arch, upper)
+        first = first_target(upper, arch.tokens * arch.output_width)
         assert f"N = {first})" in memory.numerical_estimate(arch).what
         N = -(-(upper + max(8, 0.05 * upper)) // exact.rows_per_sample(arch))
         assert f"N = {int(N)})" in memory.exact_estimate(arch).what

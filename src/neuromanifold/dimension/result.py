@@ -88,10 +88,6 @@ class DimensionResult(Tabulated):
         """True when `dimension` is the dimension: `settled` (numerical) or `certified` (proved)."""
         return self.status in SETTLED_STATUSES
 
-    @property
-    def formula_matches(self) -> bool:
-        return self.formula.value == self.dimension
-
     def to_dict(self) -> dict:
         """A JSON-serialisable dict (keys n_params, dimension, method, fiber_dim, formula, ...)."""
         out = asdict(self)
