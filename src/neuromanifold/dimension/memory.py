@@ -235,8 +235,10 @@ def min_samples_required(arch: Architecture) -> int:
     return floor if arch.n_sequences is None else min(floor, arch.n_sequences)
 
 
-# elimination.SKETCH_PER_SAMPLE: rows of Y kept per sample, in units of t(t - 1).
+# Rows of Y kept per sample after the elimination's sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2
+# Bytes of group rows the elimination's first reduction rotates at once.
+ELIMINATION_CHUNK_BYTES = 64 * MIB
 # The first N of the eliminated route expects t(t - 1) rank per sample, with this margin.
 ELIMINATION_RANK_MARGIN = 1.3
 
@@ -304,7 +306,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
              # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch; the
              # first reduction's complete orthogonal factor and its R
-             "eliminated rows": top + 2 * block_bytes + 3 * 64 * MIB + 2 * (d_in + block * t) ** 2 * 8,
+             "eliminated rows": top + 2 * block_bytes + 3 * ELIMINATION_CHUNK_BYTES + 2 * (d_in + block * t) ** 2 * 8,
              "rows and factorisation": _factor_bytes(y_rows, cols)}
     if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         # svdvals reads the rows whole: the stacked rows, unit_scaled's two divided copies and

@@ -25,7 +25,6 @@ from ..core.formulas import FormulaValue
 Status = Literal["settled", "ambiguous", "certified", "lower-bound", "stopped"]
 Method = Literal["numerical", "exact", "certified", "formula"]
 STATUSES: tuple[str, ...] = ("settled", "ambiguous", "certified", "lower-bound", "stopped")
-METHOD_NAMES: tuple[str, ...] = ("numerical", "exact", "certified", "formula")
 # Statuses under which `dimension` is the dimension (numerically or provably).
 SETTLED_STATUSES: tuple[str, ...] = ("settled", "certified")
 
