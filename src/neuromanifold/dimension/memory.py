@@ -547,8 +547,8 @@ def _forward_dual_estimate(arch: Architecture, certify: bool, samples: int | Non
     """Peak of `exact_dim`'s forward-dual route (networks beyond the paper's model): the
     registry's tangents mod p (`tangent_count`'s over-estimate) with their residues and the
     copy their pivots are read from, kept all run; the Jacobian mod p of the first N samples at
-    once (its column chunks, their concatenation and its transposed copy, with one chunk of
-    dual intermediates); the kept rows on at most n_params columns, their concatenation and the
+    once (its column chunks, their concatenation and its transposed copy, with twice the dual
+    entries `fp_dual` computes at once); the kept rows on at most n_params columns, their concatenation and the
     flint matrix with the copy its rank works on. N is drawn for the rank bound (`_rank_bound`,
     an over-estimate) with `certify`, else for n_params."""
     P = arch.n_params
@@ -557,7 +557,7 @@ def _forward_dual_estimate(arch: Architecture, certify: bool, samples: int | Non
     rows = N * arch.output_width * arch.tokens
     kept = rows * P * 8
     parts = {"torch": BASE_BYTES, "symmetry tangents": 3 * n_tangents * P * 8,
-             "Jacobian mod p": 3 * kept + 4 * FP_DUAL_CHUNK_ENTRIES * 8,
+             "Jacobian mod p": 3 * kept + 2 * FP_DUAL_CHUNK_ENTRIES * 8,
              "flint matrix": int(4.5 * kept)}
     held = n_tangents * P * 8
     peak = parts["torch"] + max(parts["symmetry tangents"],
@@ -591,13 +591,13 @@ def point_estimate(arch: Architecture, samples: int, certify: bool,
     n_params columns) with its row-scaled copy and the copy LAPACK takes for the singular
     values, the autodiff working set, and for a proof the r x r ball block and its copy."""
     P = arch.n_params
-    rows = samples * arch.tokens * arch.widths[-1]
+    rows = samples * arch.tokens * arch.output_width
     parts = {"torch": BASE_BYTES, "Jacobian and its copies": 3 * rows * P * 8,
              "autodiff": max(min(AUTODIFF_CHUNK_BYTES, rows * P * 8),
                              attention_work_bytes(arch, samples))}
     if certify:
         parts["ball block"] = 2 * P * P * (48 + 2 * math.ceil(precision / 64) * 8)
-    advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.widths[-1]))} "
+    advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.output_width))} "
               "is the least) or fewer tokens")
     return MemoryEstimate(f"rank at a point of {arch} ({P} parameters, N = {samples})",
                           int(sum(parts.values())), parts, advice, samples)
