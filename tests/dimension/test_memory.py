@@ -8,6 +8,7 @@ from neuromanifold.errors import ResourceError
 from neuromanifold.core.parameters import flatten, random_weights, random_inputs
 from neuromanifold.symmetries.paper import symmetry_tangents
 from neuromanifold.dimension import gauge
+from neuromanifold.dimension.growth import first_target
 from neuromanifold.dimension.jacobians import jacobian
 
 
@@ -135,7 +136,7 @@ def test_sweep_stores_items_over_budget_as_refused(tmp_path):
 
 def test_the_computing_modules_read_their_block_sizes_from_memory():
     """Each block size is defined once, in memory.py (torch-free), and the engines read it there."""
-    from neuromanifold.dimension import ball, dask_rank, exact, fold, jacobians, numerical
+    from neuromanifold.dimension import ball, dask_rank, elimination, exact, fold, jacobians, numerical
 
     assert numerical.NUMERICAL_ROW_BLOCK_BYTES is memory.NUMERICAL_ROW_BLOCK_BYTES
     assert dask_rank.NUMERICAL_ROW_BLOCK_BYTES is memory.NUMERICAL_ROW_BLOCK_BYTES
@@ -144,10 +145,12 @@ def test_the_computing_modules_read_their_block_sizes_from_memory():
     assert jacobians._CHUNK_BYTES is gauge._CHUNK_BYTES is memory.AUTODIFF_CHUNK_BYTES
     assert exact._CHUNK_BYTES is memory.EXACT_CHUNK_BYTES
     assert fold.PANEL is memory.FOLD_PANEL
+    assert elimination.SKETCH_PER_SAMPLE is memory.SKETCH_PER_SAMPLE
+    assert elimination._CHUNK_BYTES is memory.ELIMINATION_CHUNK_BYTES
     assert ball.DEFAULT_PRECISION is memory.BALL_DEFAULT_PRECISION
     for arch in (Architecture((7, 5, 3), (2, 3), 4, "softmax"), Architecture((9, 9), (4,), 2)):
         n_tangents, upper = memory._upper_guess(arch)
-        first = numerical.initial_samples(arch, upper)
+        first = first_target(upper, arch.tokens * arch.output_width)
         assert f"N = {first})" in memory.numerical_estimate(arch).what
         N = -(-(upper + max(8, 0.05 * upper)) // exact.rows_per_sample(arch))
         assert f"N = {int(N)})" in memory.exact_estimate(arch).what

@@ -233,6 +233,13 @@ def ambient_bound(arch: Architecture) -> int | None:
     return d_out * d * d * (d + 1) // 2
 
 
+def covering_count(arch: Architecture) -> int:
+    """At most the number of `tokens.covering_sequences` (2 ceil(V / t)), and at most V^t: the
+    token sequences the engines draw first, so that every token id occurs (torch-free, for the
+    plans)."""
+    return min(2 * -(-arch.vocab // arch.tokens), arch.n_sequences)
+
+
 NO_FORMULA = "no closed form for this block network"
 # (Decoder options, a causal mask, grouped key/value heads or biases, are outside it too.)
 _HYPOTHESES = ("one lightning attention layer, no MLP, no norm, t >= 2, value width "

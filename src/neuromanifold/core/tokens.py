@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .architecture import Architecture
+from .formulas import covering_count  # noqa: F401  (torch-free, for the plans; re-exported)
 
 # Up to this many sequences the order is one random permutation of all of them.
 PERMUTED_SEQUENCES = 2 ** 22
@@ -34,11 +35,6 @@ def covering_sequences(arch: Architecture, gen: torch.Generator) -> list[tuple[i
                 seen.add(row)
                 out.append(row)
     return out
-
-
-def covering_count(arch: Architecture) -> int:
-    """At most the number of `covering_sequences` (2 ceil(V / t)), and at most V^t."""
-    return min(2 * -(-arch.vocab // arch.tokens), arch.n_sequences)
 
 
 class TokenInputs:

@@ -33,8 +33,8 @@ import torch
 
 from ..core.architecture import Architecture, check_architecture
 from ..core.checks import check_int, check_seed
-from ..core.tokens import covering_count
 from ..core.parameters import LayerWeights
+from ..core.formulas import covering_count
 from ..core.seeds import seeded_generator
 from ..symmetries.paper import symmetry_tangents
 from .exact import staircase_boundaries

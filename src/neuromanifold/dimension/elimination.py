@@ -46,13 +46,9 @@ from ..core.parameters import unflatten
 from .fold import fold_rows_
 from .gauge import GaugeSplit, forward_columns
 from .jacobians import finite_rows
+from .memory import ELIMINATION_CHUNK_BYTES as _CHUNK_BYTES, SKETCH_PER_SAMPLE
 from ..core.rank import NumericalRank, numerical_rank, singular_values
 from .result import Progress
-
-# Rows kept per sample after the sketch, in units of t(t - 1).
-SKETCH_PER_SAMPLE = 2
-# Bytes of group rows rotated at once by the first reduction.
-_CHUNK_BYTES = 64 * 2 ** 20
 
 
 def eliminated_columns(arch: Architecture) -> int:

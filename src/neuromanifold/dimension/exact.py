@@ -26,22 +26,19 @@ from ..core.checks import bad_value, check_seed, check_int, check_positive_float
 from .growth import grow_samples
 from .result import DimensionResult, Progress
 from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
-from ..core.formulas import effective_width, expected_dim, general
+from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
 from ..core.seeds import seeded_generator
-from ..core.tokens import covering_count, input_stream
+from ..core.tokens import input_stream
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
+from .memory import exact_first_samples
 from .plan import Plan, exact_plan
 from .fp_dual import degree_bound as dual_degree_bound
 from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
 from ..symmetries.registry import tangent_rows
-from ..core.formulas import ambient_bound
-from ..core.formulas import block_formula
 from .fp import pivot_columns_mod_p
 
-# Token-id inputs: up to this many sequences, the exact rank is taken over all of them at once.
-_ALL_SEQUENCES = 4096
 
 # Measurements of the exact block rank before it stops (status `stopped`): each round adds half
 # of N, and a generic rank is met within two or three.
@@ -159,13 +156,13 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
                         "method='numerical' or 'certified'.")
     if plan is None:  # `dimension.api` hands over the plan it has checked
         plan = exact_plan(arch, certify, samples).check(max_memory)
-    if plan.route == "forward-dual":  # heads, values, residual, MLP (`fp_dual`)
-        return _forward_dual_exact_dim(arch, certify=certify, samples=samples, seed=seed,
-                                       progress=progress, prime=prime)
     seed = check_seed(seed)
     p = check_word_prime(check_prime("prime", prime))
     if samples is not None:
         samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
+    if plan.route == "forward-dual":  # heads, values, residual, MLP (`fp_dual`)
+        return _forward_dual_exact_dim(arch, certify=certify, samples=samples, seed=seed,
+                                       progress=progress, prime=p)
     n_rows = rows_per_sample(arch) if rows is None else check_int(
         "rows", rows, minimum=1, fix="Pass a positive number of cotangents per sample.")
     max_bytes = check_int("max_bytes", max_bytes, minimum=1, fix="Pass a positive number of bytes.")
@@ -289,11 +286,9 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
     N grows by half (`growth.grow_samples`) until the rank meets the upper bound (`certified`)
     or a batch adds no rank (`lower-bound`, with a Schwartz-Zippel probability); N fixed by
     `samples`, or `_MAX_ROUNDS` measurements, end it as `stopped` (a lower bound, no probability).
+    Its arguments come checked from `exact_dim`.
     """
-    seed = check_seed(seed)
-    p = check_word_prime(check_prime("prime", prime))
-    if samples is not None:
-        samples = check_int("samples", samples, minimum=1, fix="Pass --samples 1 or more.")
+    p = prime
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     gen = seeded_generator(seed, "exact")
@@ -318,8 +313,8 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
     bounds = [b for b in (symmetry_upper, ambient if certify else None) if b is not None]
     upper = min(bounds) if bounds else None
     target = arch.n_params if upper is None else upper
-    rows_per_sample = arch.output_width * arch.tokens
-    n_target = samples or max(1, math.ceil((target + max(8, 0.05 * target)) / rows_per_sample))
+    # every token id in the first samples, or every sequence where they are few
+    n_target = exact_first_samples(arch, target, samples)
     tokens = None
     if arch.vocab is not None:  # token ids: distinct one-hot sequences, at most V^t of them
         draw = input_stream(arch, gen, torch.int64)
@@ -327,10 +322,6 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
         if samples is not None and samples > arch.n_sequences:
             raise bad_value("samples", f"at most V^t = {arch.n_sequences} for {arch}", samples,
                             f"Pass --samples {arch.n_sequences} or fewer, or leave it out.")
-        if samples is None:   # every token id in the first samples, or every sequence
-            n_target = max(n_target, covering_count(arch))
-            if arch.n_sequences <= _ALL_SEQUENCES:
-                n_target = arch.n_sequences
     matrices: list[torch.Tensor] = []
     clock = {"jacobian": 0.0, "rank": 0.0, "n": 0}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value
+from ..core.formulas import ambient_bound, covering_count
 from ..errors import ResourceError
 
 GIB = 2 ** 30
@@ -55,6 +56,12 @@ DASK_CLIENT_BYTES = 50 * MIB
 # Resident size a Dask worker process adds to torch and the package (measured: a worker of a
 # 76-parameter rank peaked at 379 MiB, against 227 MiB for torch and the package alone).
 DASK_WORKER_BYTES = 150 * MIB
+# Token-id inputs: up to this many sequences, the exact rank is taken over all of them at once
+# (`exact`'s forward-dual route).
+EXACT_ALL_SEQUENCES = 4096
+# int64 entries of the forward-dual intermediates computed at once (`fp_dual._CHUNK_ENTRIES`,
+# the same value).
+FP_DUAL_CHUNK_ENTRIES = 16 * 2 ** 20
 # Workers of the LocalCluster a Dask rank starts when given no scheduler address (`dask_rank`).
 LOCAL_WORKERS = 2
 
@@ -189,19 +196,49 @@ def gauge_applies(arch: Architecture) -> bool:
 
 
 def tangent_count(arch: Architecture) -> int:
-    """Number of symmetry tangent rows `symmetries.paper.symmetry_tangents` builds."""
+    """Number of symmetry tangent rows the engines build: `symmetries.paper.symmetry_tangents`
+    for the paper's model; for every other network an over-estimate of the rows
+    `symmetries.registry.tangent_rows` stacks, n_params. (The registry builds its tangents in
+    torch, and a plan imports none; over bench_memory.py's networks and the catalogue's tests the
+    rows were at most 0.7 n_params.)"""
+    if arch.is_block:
+        return arch.n_params
     count = sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
     return count + (arch.n_layers if arch.attention == "lightning" else 0)
 
 
 def _upper_guess(arch: Architecture) -> tuple[int, int]:
-    """(tangent rows, upper bound) assuming the tangents independent (capped at n_params)."""
+    """(tangent rows, columns the rank is read on). The paper's model: its tangents assumed
+    independent (they are, at a generic point), the columns n_params less their count. Other
+    networks: none of the registry's tangents assumed independent (their rank is only known
+    once they are built, in torch), so the columns are n_params, an over-estimate of
+    n_params - rank(tangents)."""
     rows = tangent_count(arch)
+    if arch.is_block:
+        return rows, arch.n_params
     return rows, max(1, arch.n_params - min(rows, arch.n_params - 1))
 
 
-# elimination.SKETCH_PER_SAMPLE: rows of Y kept per sample, in units of t(t - 1).
+def _rank_bound(arch: Architecture) -> int:
+    """The upper bound the first N is drawn for: the columns of `_upper_guess`, and for networks
+    beyond the paper's model the ambient bound (`core.formulas.ambient_bound`) where it is
+    smaller, as the engines take it (`numerical.NetworkRules`, `exact`'s forward-dual route)."""
+    cols = _upper_guess(arch)[1]
+    ambient = ambient_bound(arch) if arch.is_block else None
+    return cols if ambient is None else min(cols, ambient)
+
+
+def min_samples_required(arch: Architecture) -> int:
+    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count
+    (V for d_l with logits), and at most V^t, the inputs a vocabulary allows."""
+    floor = math.ceil(arch.n_params / (arch.tokens * arch.output_width))
+    return floor if arch.n_sequences is None else min(floor, arch.n_sequences)
+
+
+# Rows of Y kept per sample after the elimination's sketch, in units of t(t - 1).
 SKETCH_PER_SAMPLE = 2
+# Bytes of group rows the elimination's first reduction rotates at once.
+ELIMINATION_CHUNK_BYTES = 64 * MIB
 # The first N of the eliminated route expects t(t - 1) rank per sample, with this margin.
 ELIMINATION_RANK_MARGIN = 1.3
 
@@ -269,7 +306,7 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
              "Jacobian block": 4 * block_bytes + min(AUTODIFF_CHUNK_BYTES, block_bytes),
              # the block's scaled rows, the rotation's chunks (64 MiB each) and the sketch; the
              # first reduction's complete orthogonal factor and its R
-             "eliminated rows": top + 2 * block_bytes + 3 * 64 * MIB + 2 * (d_in + block * t) ** 2 * 8,
+             "eliminated rows": top + 2 * block_bytes + 3 * ELIMINATION_CHUNK_BYTES + 2 * (d_in + block * t) ** 2 * 8,
              "rows and factorisation": _factor_bytes(y_rows, cols)}
     if kept <= NUMERICAL_KEEP_ROWS_BYTES:
         # svdvals reads the rows whole: the stacked rows, unit_scaled's two divided copies and
@@ -286,11 +323,22 @@ def _eliminated_estimate(arch: Architecture, samples: int | None,
 
 
 def _first_samples(arch: Architecture, samples: int | None, min_samples: int | None) -> int:
-    """N of the numerical path's first pass (`numerical.initial_samples`), or `samples`."""
-    _, upper = _upper_guess(arch)
+    """N of the numerical path's first pass (`numerical._grow_and_read`), or `samples`: N t d_l
+    rows about twice the rank bound (`growth.first_target`); for networks beyond the paper's
+    model at least `min_samples_required`, and with a vocabulary at least the covering
+    sequences, or all V^t sequences where they are few (below the default cap on N)."""
     per_sample = arch.tokens * arch.output_width
-    first = max(2, math.ceil(2 * upper / per_sample) + 1)
-    return samples if samples is not None else max(first, min_samples or 0)
+    least = min_samples_required(arch) if arch.is_block else 2
+    first = max(least, math.ceil(2 * _rank_bound(arch) / per_sample) + 1)
+    if samples is not None:
+        return samples
+    target = max(first, min_samples or 0)
+    if arch.vocab is not None:
+        cap = max(8 * target, 64)  # growth.default_max_samples
+        target = max(target, covering_count(arch))
+        if arch.n_sequences <= max(cap, target):
+            target = arch.n_sequences
+    return target
 
 
 def attention_work_bytes(arch: Architecture, n_samples: int) -> int:
@@ -299,7 +347,8 @@ def attention_work_bytes(arch: Architecture, n_samples: int) -> int:
     their tangents) beside the t-token activations; `jacobians._chunk_columns` never makes a
     chunk smaller than this, so with many tokens it is the floor of every Jacobian path (t =
     100,000 needs 80 GB a sample and layer for one score matrix alone)."""
-    t, widest = arch.tokens, max(max(arch.widths), max(arch.mlp_widths))
+    t = arch.tokens
+    widest = max(max(arch.widths), max(arch.mlp_widths), arch.input_width, arch.output_width)
     per_layer = t * (6 * widest + 3 * t * max(arch.head_counts))
     return n_samples * per_layer * arch.n_layers * 8
 
@@ -318,9 +367,19 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
     P = arch.n_params
     n_tangents, cols = _upper_guess(arch)
     block_rows = n_block * arch.tokens * arch.output_width
-    per_row = P + n_block * arch.tokens * max(arch.widths) * 6 * arch.n_layers
-    intermediates = max(min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8),
-                        attention_work_bytes(arch, n_block))
+    if arch.is_block:
+        # `jacobians.block_jacobian` maps every direction at once (jacfwd / jacrev, unchunked):
+        # min(rows, P) directions, each holding about one layer's working set (forward mode
+        # drops a layer's tangents before the next; reverse mode shares the saved activations,
+        # counted once): measured 0.6-1.4 times one layer's `attention_work_bytes` on
+        # bench_memory.py --blocks' networks, counted 1.5 times; then the unit rows' copy.
+        work = attention_work_bytes(arch, n_block)
+        intermediates = (min(block_rows, P) * (work // arch.n_layers) * 3 // 2 + work
+                         + block_rows * P * 8)
+    else:
+        per_row = P + n_block * arch.tokens * max(arch.widths) * 6 * arch.n_layers
+        intermediates = max(min(AUTODIFF_CHUNK_BYTES, block_rows * per_row * 8),
+                            attention_work_bytes(arch, n_block))
     parts = {"Jacobian block": block_rows * P * 8 + intermediates + 2 * block_rows * cols * 8}
     if not gauge_applies(arch):
         parts["Jacobian block"] += block_rows * P * 8  # the rotated copy (ormqr)
@@ -434,8 +493,11 @@ def local_cluster_estimate(arch: Architecture, n_workers: int,
 
 def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None = None) -> MemoryEstimate:
     """Peak of `exact_dim`: tangents mod p, the rows of S J (built chunk by chunk on all columns,
-    kept on the free ones) and the flint matrix with the copy its rank works on."""
+    kept on the free ones) and the flint matrix with the copy its rank works on; for networks
+    beyond the paper's model, `_forward_dual_estimate`."""
     samples = _valid_samples(samples)
+    if arch.is_block:
+        return _forward_dual_estimate(arch, certify, samples)
     P = arch.n_params
     n_tangents, upper = _upper_guess(arch)
     n_rows = min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)  # exact.rows_per_sample
@@ -467,6 +529,45 @@ def exact_estimate(arch: Architecture, certify: bool = True, samples: int | None
                           advice, N)
 
 
+def exact_first_samples(arch: Architecture, target: int, samples: int | None) -> int:
+    """First N of the exact forward-dual route (`exact`): N V t rows (d_l t without a vocabulary)
+    reaching `target` with a margin of 5% (at least 8), or `samples`; with a vocabulary at least
+    the covering sequences, or all V^t sequences up to `EXACT_ALL_SEQUENCES`."""
+    if samples is not None:
+        return samples
+    n = max(1, math.ceil((target + max(8, 0.05 * target)) / (arch.output_width * arch.tokens)))
+    if arch.vocab is not None:
+        n = max(n, covering_count(arch))
+        if arch.n_sequences <= EXACT_ALL_SEQUENCES:
+            n = arch.n_sequences
+    return n
+
+
+def _forward_dual_estimate(arch: Architecture, certify: bool, samples: int | None) -> MemoryEstimate:
+    """Peak of `exact_dim`'s forward-dual route (networks beyond the paper's model): the
+    registry's tangents mod p (`tangent_count`'s over-estimate) with their residues and the
+    copy their pivots are read from, kept all run; the Jacobian mod p of the first N samples at
+    once (its column chunks, their concatenation and its transposed copy, with twice the dual
+    entries `fp_dual` computes at once); the kept rows on at most n_params columns, their concatenation and the
+    flint matrix with the copy its rank works on. N is drawn for the rank bound (`_rank_bound`,
+    an over-estimate) with `certify`, else for n_params."""
+    P = arch.n_params
+    n_tangents = tangent_count(arch) if certify else 0
+    N = exact_first_samples(arch, _rank_bound(arch) if certify else P, samples)
+    rows = N * arch.output_width * arch.tokens
+    kept = rows * P * 8
+    parts = {"torch": BASE_BYTES, "symmetry tangents": 3 * n_tangents * P * 8,
+             "Jacobian mod p": 3 * kept + 2 * FP_DUAL_CHUNK_ENTRIES * 8,
+             "flint matrix": int(4.5 * kept)}
+    held = n_tangents * P * 8
+    peak = parts["torch"] + max(parts["symmetry tangents"],
+                                held + max(parts["Jacobian mod p"], parts["flint matrix"]))
+    advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {P} matrix over F_p "
+              f"here), fewer --samples, or --method numerical")
+    return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts,
+                          advice, N)
+
+
 # Bits of the ball arithmetic of the certified path (`ball.DEFAULT_PRECISION` reads it).
 BALL_DEFAULT_PRECISION = 128
 
@@ -477,7 +578,7 @@ def certified_softmax_estimate(arch: Architecture, samples: int | None = None,
     numerical path), plus the r x r ball block and the copy its determinant works on. An arb
     entry holds a 48-byte header and the midpoint's limbs at `precision` bits."""
     base = numerical_estimate(arch, samples, route="full")
-    _, upper = _upper_guess(arch)
+    upper = _rank_bound(arch)
     ball = 2 * upper * upper * (48 + 2 * math.ceil(precision / 64) * 8)
     parts = dict(base.parts, **{"ball block": ball})
     return MemoryEstimate(base.what.replace("numerical rank", "certified rank"), base.peak + ball,
@@ -490,13 +591,13 @@ def point_estimate(arch: Architecture, samples: int, certify: bool,
     n_params columns) with its row-scaled copy and the copy LAPACK takes for the singular
     values, the autodiff working set, and for a proof the r x r ball block and its copy."""
     P = arch.n_params
-    rows = samples * arch.tokens * arch.widths[-1]
+    rows = samples * arch.tokens * arch.output_width
     parts = {"torch": BASE_BYTES, "Jacobian and its copies": 3 * rows * P * 8,
              "autodiff": max(min(AUTODIFF_CHUNK_BYTES, rows * P * 8),
                              attention_work_bytes(arch, samples))}
     if certify:
         parts["ball block"] = 2 * P * P * (48 + 2 * math.ceil(precision / 64) * 8)
-    advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.widths[-1]))} "
+    advice = (f"Use fewer samples (--samples {math.ceil(P / (arch.tokens * arch.output_width))} "
               "is the least) or fewer tokens")
     return MemoryEstimate(f"rank at a point of {arch} ({P} parameters, N = {samples})",
                           int(sum(parts.values())), parts, advice, samples)

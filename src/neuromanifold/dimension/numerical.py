@@ -6,7 +6,6 @@ rule that decides a floating-point rank.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -19,13 +18,14 @@ from ..core.checks import (bad_value, check_seed, check_choice, check_int, check
 from ..core.scheduler import check_backend
 from ..core.blocks import NORM_EPS, block_forward, flatten_blocks, random_block_weights
 from ..symmetries.registry import tangent_rows
-from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
+from ..core.formulas import (ambient_bound, block_formula, covering_count, effective_width,
+                             expected_dim, general)
 from ..core.maps import forward
 from ..core.parameters import flatten, random_weights
 from ..core.seeds import seeded_generator
-from ..core.tokens import covering_count, input_stream
+from ..core.tokens import input_stream
 from .memory import (NUMERICAL_FOLD_ROWS_BYTES, NUMERICAL_KEEP_ROWS_BYTES,
-                     NUMERICAL_ROW_BLOCK_BYTES, elimination_samples)
+                     NUMERICAL_ROW_BLOCK_BYTES, elimination_samples, min_samples_required)
 from ..core.rank import (MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values, unit_scaled)
 from .gauge import symmetry_split
 from .jacobians import KernelSplit, family_ranks
@@ -70,18 +70,6 @@ def say_device(dev: torch.device, say: Progress) -> None:
     """One progress line naming the GPU a run computes on (nothing on the CPU)."""
     if dev.type == "cuda":
         say(f"computing on {dev}: {torch.cuda.get_device_name(dev)}")
-
-
-def initial_samples(arch: Architecture, upper_bound: int) -> int:
-    """A first N whose N t d_l rows comfortably exceed the symmetry upper bound."""
-    return first_target(upper_bound, arch.tokens * arch.output_width)
-
-
-def min_samples_required(arch: Architecture) -> int:
-    """Smallest N with N t d_l >= n_params, so that the Jacobian can reach the parameter count
-    (V for d_l with logits), and at most V^t, the inputs a vocabulary allows."""
-    floor = math.ceil(arch.n_params / (arch.tokens * arch.output_width))
-    return floor if arch.n_sequences is None else min(floor, arch.n_sequences)
 
 
 def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int = 0,

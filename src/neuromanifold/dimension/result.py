@@ -25,7 +25,6 @@ from ..core.formulas import FormulaValue
 Status = Literal["settled", "ambiguous", "certified", "lower-bound", "stopped"]
 Method = Literal["numerical", "exact", "certified", "formula"]
 STATUSES: tuple[str, ...] = ("settled", "ambiguous", "certified", "lower-bound", "stopped")
-METHOD_NAMES: tuple[str, ...] = ("numerical", "exact", "certified", "formula")
 # Statuses under which `dimension` is the dimension (numerically or provably).
 SETTLED_STATUSES: tuple[str, ...] = ("settled", "certified")
 
@@ -87,10 +86,6 @@ class DimensionResult(Tabulated):
     def is_settled(self) -> bool:
         """True when `dimension` is the dimension: `settled` (numerical) or `certified` (proved)."""
         return self.status in SETTLED_STATUSES
-
-    @property
-    def formula_matches(self) -> bool:
-        return self.formula.value == self.dimension
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict (keys n_params, dimension, method, fiber_dim, formula, ...)."""
