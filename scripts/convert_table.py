@@ -43,6 +43,12 @@ ROTARY_SIZES = [dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=
                      num_hidden_layers=2, intermediate_size=5, vocab_size=7, theta=1e6)]
 
 
+NEOX_SIZES = [dict(hidden_size=16, num_attention_heads=2, num_hidden_layers=2, intermediate_size=10,
+                   vocab_size=13, factor=0.5, use_parallel_residual=True),
+              dict(hidden_size=12, num_attention_heads=3, num_hidden_layers=1, intermediate_size=7,
+                   vocab_size=9, factor=1.0, use_parallel_residual=False)]
+
+
 def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):
     """transformers' eager attention in float64 throughout; explicit, never fused."""
     n = query.shape[1] // key.shape[1]
@@ -61,12 +67,11 @@ def _register() -> None:
 
 
 def float64_model(model) -> None:
-    """The rotary tables and RMSNorm statistics of a Llama-style model in float64 (transformers'
+    """The rotary tables and RMSNorm statistics of a rotary model in float64 (transformers'
     formulas; it computes them in float32)."""
-    rot = model.model.rotary_emb
-    cfg = model.config
-    base = cfg.rope_parameters["rope_theta"]
-    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    rot = next(m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
+    base = model.config.rope_parameters["rope_theta"]
+    dim = 2 * rot.inv_freq.numel()
     inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
 
     def rotary(self, x, position_ids):
@@ -134,6 +139,21 @@ def rotary_case(family: str, size: int):
     return model, arch, blocks, ids
 
 
+def neox_case(size: int):
+    """(model, arch, blocks, ids) of GPT-NeoX at NEOX_SIZES[size] (partial rotary and parallel
+    blocks at size 0), t = 5."""
+    import transformers  # noqa: PLC0415
+
+    sizes = dict(NEOX_SIZES[size])
+    factor = sizes.pop("factor")
+    config = transformers.GPTNeoXConfig(rope_parameters={
+        "rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": factor}, **sizes)
+    model = random_model(transformers.GPTNeoXForCausalLM, config, seed=20 + size)
+    arch, blocks = from_transformers(model, 5)
+    ids = torch.randint(0, config.vocab_size, (3, 5), generator=torch.Generator().manual_seed(size))
+    return model, arch, blocks, ids
+
+
 def _bound(x: float) -> str:
     """Coarse on purpose: the page must not depend on a platform's last bits."""
     for bound in (1e-13, 1e-4):
@@ -149,6 +169,7 @@ def table() -> str:
             "|---|---|---|---|---|---|---|"]
     cases = [("gpt2", gpt2_case(s)) for s in range(len(GPT2_SIZES))]
     cases += [(f, rotary_case(f, s)) for f in sorted(ROTARY_FAMILIES) for s in range(len(ROTARY_SIZES))]
+    cases += [("gpt_neox", neox_case(s)) for s in range(len(NEOX_SIZES))]
     for family, (model, arch, blocks, ids) in cases:
         raw = "n/a (float64)"
         if family != "gpt2":

@@ -51,6 +51,16 @@ def test_rotary_families_forward_equals_transformers(family, size):
     assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
 
 
+@pytest.mark.parametrize("size", range(len(CASES.NEOX_SIZES)))
+def test_gpt_neox_forward_equals_transformers(size):
+    """Partial rotary (half of each head) with parallel blocks, full rotary sequential."""
+    model, arch, blocks, ids = CASES.neox_case(size)
+    assert arch.n_params == sum(p.numel() for p in model.parameters())
+    assert arch.parallel == (size == 0) and (arch.rope_pairs is not None) == (size == 0)
+    CASES.float64_model(model)
+    assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
+
+
 def test_docs_table_is_recomputed():
     assert CASES.table() == CASES.page_block()
 
