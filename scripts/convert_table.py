@@ -49,6 +49,12 @@ NEOX_SIZES = [dict(hidden_size=16, num_attention_heads=2, num_hidden_layers=2, i
                    vocab_size=9, factor=1.0, use_parallel_residual=False)]
 
 
+GEMMA_SIZES = [dict(hidden_size=12, num_attention_heads=2, num_key_value_heads=1, head_dim=4,
+                    num_hidden_layers=2, intermediate_size=10, vocab_size=13),
+               dict(hidden_size=8, num_attention_heads=2, num_key_value_heads=2, head_dim=6,
+                    num_hidden_layers=1, intermediate_size=5, vocab_size=11)]
+
+
 def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):
     """transformers' eager attention in float64 throughout; explicit, never fused."""
     n = query.shape[1] // key.shape[1]
@@ -82,10 +88,13 @@ def float64_model(model) -> None:
     def rms(self, x):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
+    def gemma_rms(self, x):                     # Gemma's norm scales by (1 + w)
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)) * (1.0 + self.weight)
+
     rot.forward = types.MethodType(rotary, rot)
     for mod in model.modules():
         if type(mod).__name__.endswith("RMSNorm"):
-            mod.forward = types.MethodType(rms, mod)
+            mod.forward = types.MethodType(rms if hasattr(mod, "variance_epsilon") else gemma_rms, mod)
 
 
 def random_model(cls, config, seed: int):
@@ -154,6 +163,21 @@ def neox_case(size: int):
     return model, arch, blocks, ids
 
 
+def gemma_case(size: int):
+    """(model, arch, blocks, ids) of Gemma at GEMMA_SIZES[size]: (1 + w) gains, sqrt(d) embedding
+    scale, GeGLU (tanh), tied logits; t = 4 + size."""
+    import transformers  # noqa: PLC0415
+
+    config = transformers.GemmaConfig(
+        rope_parameters={"rope_type": "default", "rope_theta": 1000.0 * (size + 1)},
+        **GEMMA_SIZES[size])
+    model = random_model(transformers.GemmaForCausalLM, config, seed=30 + size)
+    t = 4 + size
+    arch, blocks = from_transformers(model, t)
+    ids = torch.randint(0, config.vocab_size, (3, t), generator=torch.Generator().manual_seed(size))
+    return model, arch, blocks, ids
+
+
 def _bound(x: float) -> str:
     """Coarse on purpose: the page must not depend on a platform's last bits."""
     for bound in (1e-13, 1e-4):
@@ -170,6 +194,7 @@ def table() -> str:
     cases = [("gpt2", gpt2_case(s)) for s in range(len(GPT2_SIZES))]
     cases += [(f, rotary_case(f, s)) for f in sorted(ROTARY_FAMILIES) for s in range(len(ROTARY_SIZES))]
     cases += [("gpt_neox", neox_case(s)) for s in range(len(NEOX_SIZES))]
+    cases += [("gemma", gemma_case(s)) for s in range(len(GEMMA_SIZES))]
     for family, (model, arch, blocks, ids) in cases:
         raw = "n/a (float64)"
         if family != "gpt2":

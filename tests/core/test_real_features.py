@@ -31,6 +31,7 @@ FEATURES = {
     "rope_base": dict(positions="rope", rope_base=500.0, heads=2),
     "no out_bias": dict(bias=True, out_bias=False, heads=2),
     "gqa": dict(heads=2, kv_heads=1, values=2, gqa=True, residual=True),
+    "embed_scale": dict(vocab=5, embed_scale=2.0 ** 0.5, residual=True, mlp=2, tied=True),
 }
 
 
@@ -38,11 +39,14 @@ FEATURES = {
     (dict(norm="rmsnorm", norm_bias=True), "norm_bias"),
     (dict(norm="layernorm", norm_bias=True, qk_norm=True), "norm_bias"),
     (dict(norm_eps=0.0), "norm_eps"),
+    (dict(norm_eps=1e-3), "norm_eps"),
     (dict(rope_base=500.0), "rope_base"),
     (dict(positions="rope", rope_base=0.5), "rope_base"),
     (dict(out_bias=False), "out_bias"),
     (dict(heads=2, kv_heads=1, gqa=True), "gqa"),
     (dict(heads=2, values=2, gqa=True), "gqa"),
+    (dict(embed_scale=2.0), "embed_scale"),
+    (dict(vocab=5, embed_scale=-1.0), "embed_scale"),
 ])
 def test_bad_options_are_one_line_errors(kwargs, says):
     with pytest.raises(InputError, match=says) as info:

@@ -61,6 +61,16 @@ def test_gpt_neox_forward_equals_transformers(size):
     assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
 
 
+@pytest.mark.parametrize("size", range(len(CASES.GEMMA_SIZES)))
+def test_gemma_forward_equals_transformers(size):
+    """(1 + w) gains (the native gain is 1 + w), the sqrt(d) embedding scale, GeGLU (tanh)."""
+    model, arch, blocks, ids = CASES.gemma_case(size)
+    assert arch.n_params == sum(p.numel() for p in model.parameters())
+    assert arch.tied and arch.activation == "gelu_tanh" and arch.embed_scale > 1
+    CASES.float64_model(model)
+    assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
+
+
 def test_docs_table_is_recomputed():
     assert CASES.table() == CASES.page_block()
 

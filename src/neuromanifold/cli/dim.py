@@ -73,6 +73,8 @@ def dim(
                                               "instead of the rational angles; not over F_p."),
     no_out_bias: bool = typer.Option(False, "--no-out-bias", help="With --bias: q/k/v biases "
                                      "only, no output bias (Qwen2)."),
+    embed_scale: float = typer.Option(1.0, "--embed-scale", help="With --vocab: the embedding "
+                                      "times this scale (Gemma: sqrt(d)); not over F_p."),
     gqa: bool = typer.Option(False, "--gqa", help="With --kv-heads and --values: transformers' "
                              "grouped-query attention (a group shares the key and value maps, "
                              "each head keeps its query and output columns)."),
@@ -105,7 +107,8 @@ def dim(
 
     backend = check_backend(backend.lower(), scheduler)
     real = {"norm-bias": (norm_bias, False), "norm-eps": (norm_eps, 1e-5),
-            "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False)}
+            "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
+            "embed-scale": (embed_scale, 1.0)}
     if hf_config is not None or shrink is not None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -151,7 +154,7 @@ def dim(
         from dataclasses import replace  # noqa: PLC0415
 
         arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
-                       out_bias=not no_out_bias, gqa=gqa)
+                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

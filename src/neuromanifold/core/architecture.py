@@ -22,7 +22,7 @@ _DECODER_DEFAULTS = (("causal", False), ("kv_heads", None), ("bias", False), ("m
 
 # The converter's options (issue 22) and their defaults, in field order.
 _REAL_DEFAULTS = (("norm_bias", False), ("norm_eps", 1e-5), ("rope_base", None), ("out_bias", True),
-                  ("gqa", False))
+                  ("gqa", False), ("embed_scale", 1.0))
 
 
 def _broadcast(value: object, n_layers: int) -> object:
@@ -94,6 +94,7 @@ class Architecture:
     rope_base: float | None = None
     out_bias: bool = True
     gqa: bool = False
+    embed_scale: float = 1.0
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -170,6 +171,9 @@ class Architecture:
             raise bad_value("norm_eps", "a number in (0, 1), the norms' epsilon", eps,
                             "Pass e.g. 1e-5 (the model config's layer_norm_eps / rms_norm_eps).")
         object.__setattr__(self, "norm_eps", float(eps))
+        if self.norm_eps != 1e-5 and self.norm == "none":
+            raise bad_value("norm_eps", "given only with a norm (--norm layernorm or rmsnorm)", eps,
+                            "Add --norm, or drop --norm-eps.")
         if self.norm_bias and self.norm != "layernorm":
             raise bad_value("norm_bias", "used with norm 'layernorm' (its bias beta)",
                             f"norm_bias with norm {self.norm!r}", "Add --norm layernorm, or drop --norm-bias.")
@@ -188,6 +192,14 @@ class Architecture:
         if not self.out_bias and not self.bias:
             raise bad_value("out_bias", "False only with bias (q/k/v biases without b_o)",
                             "out_bias=False without bias", "Add --bias, or drop --no-out-bias.")
+        scale = self.embed_scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < 1e6:
+            raise bad_value("embed_scale", "a positive number (the embedding's scale)", scale,
+                            "Pass e.g. the model's sqrt(d), or drop it.")
+        object.__setattr__(self, "embed_scale", float(scale))
+        if self.embed_scale != 1.0 and self.vocab is None:
+            raise bad_value("embed_scale", "used with a vocabulary (it scales E^T X)",
+                            self.embed_scale, "Add --vocab V, or drop --embed-scale.")
         if self.gqa:
             if self.kv_heads is None or self.kv_heads == self.head_counts:
                 raise bad_value("gqa", "used with kv_heads below the heads of some layer",
@@ -296,8 +308,8 @@ class Architecture:
                 or self.kv_heads is not None or self.bias or self.mlp_bias
                 or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
                 or self.qk_norm or self.final_norm or self.parallel or self.norm_bias
-                or self.norm_eps != 1e-5 or self.rope_base is not None or not self.out_bias
-                or self.gqa)
+                or self.rope_base is not None or not self.out_bias or self.gqa
+                or self.embed_scale != 1.0)
 
     @property
     def has_decoder_options(self) -> bool:
@@ -341,9 +353,11 @@ class Architecture:
     @property
     def is_polynomial(self) -> bool:
         """True for polynomial maps with integer coefficients: lightning attention, square
-        activation (or no MLP), no normalisation and the rational rotary angles (a `rope_base`
-        gives cosines that are not rational: no exact rank over F_p)."""
+        activation (or no MLP), no normalisation, the rational rotary angles and no embedding
+        scale (a `rope_base` or an `embed_scale` such as sqrt(d) is not rational: no exact rank
+        over F_p)."""
         return (self.attention == "lightning" and self.norm == "none" and self.rope_base is None
+                and self.embed_scale == 1.0
                 and (self.mlp is None or self.activation == "square"))
 
     def polynomial_degrees(self) -> tuple[int, int]:

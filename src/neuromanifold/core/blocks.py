@@ -245,6 +245,10 @@ class ArrayArithmetic:
         """The entrywise product a * b (a gated MLP's gate times its values)."""
         return a * b
 
+    def scale(self, Z, c: float):
+        """c Z for a constant c (an embedding scale)."""
+        return Z * c
+
     def mix(self, values, scores):
         """sum_j values_j scores_ji: each output token aggregates the value columns."""
         return _einsum("...ej,...ji->...ei", values, scores)
@@ -305,6 +309,8 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         return ops.shift(out, blocks[bias]) if arch.norm_bias else out
 
     Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
+    if arch.embed_scale != 1.0:                             # Gemma: sqrt(d) E^T X
+        Z = ops.scale(Z, arch.embed_scale)
     if arch.positions == "learned":
         Z = ops.shift(Z, blocks["T"])
     rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers

@@ -176,6 +176,11 @@ class BallDual:
                 dx[j, r, c] += 1
         return Dual(A.x + b.x, dx)
 
+    def scale(self, A: Dual, c: float) -> Dual:
+        """c A for a float constant c, read as the exact rational it stores."""
+        r = flint.arb(c)
+        return Dual(A.x * r, None if A.dx is None else A.dx * r)
+
     def mul(self, A: Dual, B: Dual) -> Dual:
         """Entrywise (a b, da b + a db) (a gated MLP)."""
         return Dual(A.x * B.x, _plus(None if A.dx is None else A.dx * B.x,

@@ -136,6 +136,11 @@ class FpDual:
         """E^T X mod p: one-hot token columns to their embeddings."""
         return _mm(_t(E), X, self.p)
 
+    def scale(self, A: Dual, c: float) -> Dual:
+        """An embedding scale is refused (sqrt(d) has no residue of a rational)."""
+        raise bad_value("embed_scale", "absent over F_p", c,
+                        "Use --method numerical or certified, or drop --embed-scale.")
+
     def rotate(self, x: Dual, pairs: int, base: float | None = None) -> Dual:
         """Token i's column times R^i mod p (rational rotary entries reduced exactly); a model's
         `base` is refused (its cosines are not rational)."""

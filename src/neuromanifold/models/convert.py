@@ -40,7 +40,7 @@ from ..core.checks import bad_value, check_int
 from ..core.tokens import one_hot
 from .hf import load_config
 
-CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox")
+CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma")
 _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                 "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
 
@@ -138,20 +138,32 @@ def from_config(config, tokens: int) -> Architecture:
         raise bad_value("tokens", f"at most the sliding window ({window})", tokens,
                         "Pass fewer tokens (a window shorter than t has no native counterpart).")
     bias = mt == "qwen2" or bool(_get(cfg, "attention_bias", False))
+    gemma = mt == "gemma"
     return Architecture(
         widths=(d,) * (l + 1), keys=a, tokens=tokens, attention="softmax",
         temperature=math.sqrt(a), heads=H, values=a, residual=True, mlp=cfg["intermediate_size"],
         activation=_activation(cfg, "hidden_act"), norm="rmsnorm", causal=True, positions="rope",
+        embed_scale=_gemma_scale(d) if gemma else 1.0,
         kv_heads=G if G < H else None, gqa=G < H, bias=bias, out_bias=mt != "qwen2",
         mlp_bias=mt == "llama" and bool(_get(cfg, "mlp_bias", False)), mlp_kind="gated",
-        vocab=cfg["vocab_size"], tied=bool(_get(cfg, "tie_word_embeddings", False)),
+        vocab=cfg["vocab_size"], tied=bool(_get(cfg, "tie_word_embeddings", gemma)),
         final_norm=True, norm_eps=_get(cfg, "rms_norm_eps", 1e-6), rope_base=_rope_base(cfg))
+
+
+def _gemma_scale(d: int) -> float:
+    """Gemma's embedding scale sqrt(d) as transformers stores it: a float32 tensor."""
+    return float(torch.tensor(d ** 0.5, dtype=torch.float32))
 
 
 def rotary_permutation(a: int, pairs: int) -> list[int]:
     """Rows of a head's queries/keys in native order: native row 2f is transformers' row f,
     2f + 1 is f + R (rotate_half pairs f with f + R); rows from 2R on stay."""
     return [f + R for f in range(pairs) for R in (0, pairs)] + list(range(2 * pairs, a))
+
+
+def _gain(norm, offset: float) -> torch.Tensor:
+    """A norm's gain column: its weight plus `offset` (1 for Gemma's (1 + w) norms)."""
+    return _column(norm.weight) + offset
 
 
 def _column(v: torch.Tensor) -> torch.Tensor:
@@ -192,9 +204,10 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
         blocks["cf"] = _column(base.final_layer_norm.bias)
     else:
         blocks["E"] = _matrix(base.embed_tokens.weight)
+        offset = 1.0 if model.config.model_type == "gemma" else 0.0
         for i, layer in enumerate(base.layers, start=1):
-            _rotary_layer(arch, blocks, i, layer)
-        blocks["f"] = _column(base.norm.weight)
+            _rotary_layer(arch, blocks, i, layer, offset)
+        blocks["f"] = _gain(base.norm, offset)
     if not arch.tied:
         blocks["L"] = _matrix(lm_head.weight)
     return arch, blocks
@@ -247,8 +260,9 @@ def _neox_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
     blocks[f"U_{i}"], blocks[f"bu_{i}"] = _matrix(mlp.dense_4h_to_h.weight), _column(mlp.dense_4h_to_h.bias)
 
 
-def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
-    """Llama-style layers: q/k rows permuted to native pairs, groups as `gqa`."""
+def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer, offset: float) -> None:
+    """Llama-style layers: q/k rows permuted to native pairs, groups as `gqa`; Gemma's norms
+    scale by (1 + w): the native gain is 1 + w (a translation of the parameters)."""
     a, H, G = arch.keys[0], arch.head_counts[0], arch.kv_counts[0]
     perm = rotary_permutation(a, arch.rotated_pairs[i - 1])
     att, mlp = layer.self_attn, layer.mlp
@@ -260,7 +274,7 @@ def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
             rows = torch.tensor(perm if permute else list(range(a))) + h * a
             yield h + 1, w[rows].clone(), None if bias is None else _column(bias[rows])
 
-    blocks[f"g_{i}"] = _column(layer.input_layernorm.weight)
+    blocks[f"g_{i}"] = _gain(layer.input_layernorm, offset)
     for name, bname, proj, n, permute in (("K", "bk", att.q_proj, H, True),
                                           ("Q", "bq", att.k_proj, G, True),
                                           ("W", "bv", att.v_proj, G, False)):
@@ -276,7 +290,7 @@ def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
         blocks[f"O_{i}_{h}"] = o[:, (h - 1) * a: h * a].clone()
     if arch.bias and arch.out_bias:
         blocks[f"bo_{i}"] = _column(att.o_proj.bias)
-    blocks[f"n_{i}"] = _column(layer.post_attention_layernorm.weight)
+    blocks[f"n_{i}"] = _gain(layer.post_attention_layernorm, offset)
     for name, bname, proj in (("G", "bg", mlp.gate_proj), ("P", "bp", mlp.up_proj),
                               ("U", "bu", mlp.down_proj)):
         blocks[f"{name}_{i}"] = _matrix(proj.weight)
@@ -287,12 +301,12 @@ def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
 def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
     """The native last hidden state (N, d_l, t) (after the final norm, before the logits):
     `block_forward` of the same network without its embedding, positions table and logits, on
-    the embedded input E^T X (+ T)."""
+    the embedded input E^T X (times the embedding scale, + T)."""
     X = one_hot(ids.long(), arch.vocab)
-    Z = torch.einsum("vd,nvt->ndt", blocks["E"], X)
+    Z = torch.einsum("vd,nvt->ndt", blocks["E"], X) * arch.embed_scale
     if arch.positions == "learned":
         Z = Z + blocks["T"]
-    body = replace(arch, vocab=None, tied=False,
+    body = replace(arch, vocab=None, tied=False, embed_scale=1.0,
                    positions="none" if arch.positions == "learned" else arch.positions)
     return block_forward(body, {k: v for k, v in blocks.items() if k not in ("E", "T", "L")}, Z)
 

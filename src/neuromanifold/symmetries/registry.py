@@ -262,10 +262,13 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
     construction: layernorm biases (the norm families move gains and readers, not a bias after
     the gain), transformers' grouping `gqa` (per-group Q and W, per-head K and O: only the MLP
     and final-gain families are built for it), q/k/v biases without b_o (the families that move
-    b_o). Such a family is left out: the bound stays open (lower-bound), never a wrong one."""
+    b_o), an embedding scale (the stream families move E with the readers). Such a family is
+    left out: the bound stays open (lower-bound), never a wrong one."""
     if arch.gqa and name not in ("MLP neuron rescaling", "final norm gain"):
         return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
+        return True
+    if arch.embed_scale != 1.0 and "stream" in name:   # they move E and L together
         return True
     return arch.bias and not arch.out_bias and "output bias" in name
 
