@@ -100,3 +100,20 @@ def test_from_config_reads_a_plain_dict():
     # E, L; gains g, n, f; 2 query heads and 1 key/value group with biases; o_proj; MLP
     assert arch.n_params == 2 * 11 * 8 + 3 * 8 + 2 * (4 * 8 + 4) + 2 * (4 * 8 + 4) + 8 * 8 \
         + 3 * 4 * 8
+
+
+def test_dim_of_a_converted_network_brackets_its_float_rank():
+    """`dim` runs on a converted GPT-2 (norm biases, learned positions, tied logits): the float
+    rank lies in the certified path's bracket, which is certified only where the bound closes."""
+    import warnings
+
+    from neuromanifold.dimension.api import neuromanifold_dim
+
+    arch = from_config({"model_type": "gpt2", "n_embd": 4, "n_head": 2, "n_layer": 1,
+                        "vocab_size": 7, "n_inner": 4, "n_positions": 8}, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numerical = neuromanifold_dim(arch, method="numerical")
+        certified = neuromanifold_dim(arch, method="certified")
+    assert certified.lower_bound <= numerical.dimension <= certified.upper_bound <= arch.n_params
+    assert certified.status != "certified" or certified.dimension == numerical.dimension
