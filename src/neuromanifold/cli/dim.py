@@ -35,7 +35,8 @@ def dim(
                                   "(and around the MLP); needs equal widths."),
     mlp: Optional[str] = typer.Option(None, help="MLP width after each attention layer m_1,...,m_l, "
                                       "or one for every layer (0: none)."),
-    activation: str = typer.Option("square", help="MLP activation: square, relu, gelu, tanh or silu."),
+    activation: str = typer.Option("square", help="MLP activation: square, relu, gelu, tanh, silu "
+                                   "or gelu_tanh (GPT-2's gelu_new)."),
     norm: str = typer.Option("none", help="Pre-norm before attention and MLP: none, layernorm or rmsnorm."),
     causal: bool = typer.Option(False, "--causal", help="Causal mask: output token i aggregates "
                                 "tokens j <= i only."),
@@ -63,6 +64,20 @@ def dim(
                                     "a gain) after the last layer, before the logits."),
     parallel: bool = typer.Option(False, "--parallel", help="Parallel blocks Z + att(Z) + mlp(Z) "
                                   "(GPT-J, GPT-NeoX, Falcon); needs --residual and --mlp."),
+    norm_bias: bool = typer.Option(False, "--norm-bias", help="A bias after each layernorm gain "
+                                   "(GPT-2's LayerNorm beta; needs --norm layernorm)."),
+    norm_eps: float = typer.Option(1e-5, "--norm-eps", help="The norms' epsilon (a model's "
+                                   "layer_norm_eps / rms_norm_eps)."),
+    rope_base: Optional[float] = typer.Option(None, "--rope-base", help="With --positions rope: "
+                                              "the model's rotary base (theta_f = base^(-(f-1)/R)) "
+                                              "instead of the rational angles; not over F_p."),
+    no_out_bias: bool = typer.Option(False, "--no-out-bias", help="With --bias: q/k/v biases "
+                                     "only, no output bias (Qwen2)."),
+    embed_scale: float = typer.Option(1.0, "--embed-scale", help="With --vocab: the embedding "
+                                      "times this scale (Gemma: sqrt(d)); not over F_p."),
+    gqa: bool = typer.Option(False, "--gqa", help="With --kv-heads and --values: transformers' "
+                             "grouped-query attention (a group shares the key and value maps, "
+                             "each head keeps its query and output columns)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -91,7 +106,16 @@ def dim(
     from ..core.scheduler import check_backend  # noqa: PLC0415
 
     backend = check_backend(backend.lower(), scheduler)
+    real = {"norm-bias": (norm_bias, False), "norm-eps": (norm_eps, 1e-5),
+            "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
+            "embed-scale": (embed_scale, 1.0)}
     if hf_config is not None or shrink is not None:
+        from ..core.checks import bad_value  # noqa: PLC0415
+
+        for name, (value, default) in real.items():
+            if value != default:
+                raise bad_value(name, "left out with --hf-config (the shrunk model's "
+                                "architecture comes from the config)", value, f"Drop --{name}.")
         if backend == "dask":
             from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -126,6 +150,11 @@ def dim(
                                     mlp_kind=mlp_kind, positions=positions,
                                     rope_pairs=rope_pairs, vocab=vocab, tied=tied,
                                     qk_norm=qk_norm, final_norm=final_norm, parallel=parallel)
+    if any(value != default for value, default in real.values()):
+        from dataclasses import replace  # noqa: PLC0415
+
+        arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
+                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

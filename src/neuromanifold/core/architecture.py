@@ -9,7 +9,7 @@ from .checks import (ATTENTION_KINDS, bad_type, bad_value, check_bool, check_cho
                      check_int_tuple, check_positive_float)
 from .limits import check_block_sizes, check_sizes
 
-ACTIVATIONS = ("square", "relu", "gelu", "tanh", "silu")
+ACTIVATIONS = ("square", "relu", "gelu", "tanh", "silu", "gelu_tanh")
 MLP_KINDS = ("plain", "gated")
 NORMS = ("none", "layernorm", "rmsnorm")
 POSITIONS = ("none", "learned", "rope")
@@ -18,6 +18,11 @@ POSITIONS = ("none", "learned", "rope")
 # The decoder options and their defaults, in field order (listed by to_dict / repr when not default).
 _DECODER_DEFAULTS = (("causal", False), ("kv_heads", None), ("bias", False), ("mlp_bias", False),
                      ("mlp_kind", "plain"))
+
+
+# The converter's options (issue 22) and their defaults, in field order.
+_REAL_DEFAULTS = (("norm_bias", False), ("norm_eps", 1e-5), ("rope_base", None), ("out_bias", True),
+                  ("gqa", False), ("embed_scale", 1.0))
 
 
 def _broadcast(value: object, n_layers: int) -> object:
@@ -83,6 +88,13 @@ class Architecture:
     qk_norm: bool = False
     final_norm: bool = False
     parallel: bool = False
+    # Real-model features (docs/models.md#the-converter-transformers-models-as-native-networks); the defaults change nothing above.
+    norm_bias: bool = False
+    norm_eps: float = 1e-5
+    rope_base: float | None = None
+    out_bias: bool = True
+    gqa: bool = False
+    embed_scale: float = 1.0
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -148,6 +160,53 @@ class Architecture:
         object.__setattr__(self, "norm", norm)
         self._check_positions(per_layer)
         self._check_decoder_options()
+        self._check_real_options()
+
+    def _check_real_options(self) -> None:
+        """Validate norm_bias, norm_eps, rope_base, out_bias and gqa (the converter's features)."""
+        for name in ("norm_bias", "out_bias", "gqa"):
+            check_bool(name, getattr(self, name), fix=f"Pass {name}=True or False.")
+        eps = self.norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
+            raise bad_value("norm_eps", "a number in (0, 1), the norms' epsilon", eps,
+                            "Pass e.g. 1e-5 (the model config's layer_norm_eps / rms_norm_eps).")
+        object.__setattr__(self, "norm_eps", float(eps))
+        if self.norm_eps != 1e-5 and self.norm == "none":
+            raise bad_value("norm_eps", "given only with a norm (--norm layernorm or rmsnorm)", eps,
+                            "Add --norm, or drop --norm-eps.")
+        if self.norm_bias and self.norm != "layernorm":
+            raise bad_value("norm_bias", "used with norm 'layernorm' (its bias beta)",
+                            f"norm_bias with norm {self.norm!r}", "Add --norm layernorm, or drop --norm-bias.")
+        if self.norm_bias and self.qk_norm:
+            raise bad_value("norm_bias", "not combined with qk_norm (QK-norms have gains only)",
+                            "norm_bias with qk_norm", "Drop --norm-bias or --qk-norm.")
+        if self.rope_base is not None:
+            base = self.rope_base
+            if isinstance(base, bool) or not isinstance(base, numbers.Real) or not 1 < base < 1e12:
+                raise bad_value("rope_base", "a number > 1 (the model's rotary base, e.g. 10000)",
+                                base, "Pass --rope-base 10000, or drop it for the rational angles.")
+            if self.positions != "rope":
+                raise bad_value("rope_base", "given only with positions 'rope'", base,
+                                "Add --positions rope, or drop --rope-base.")
+            object.__setattr__(self, "rope_base", float(base))
+        if not self.out_bias and not self.bias:
+            raise bad_value("out_bias", "False only with bias (q/k/v biases without b_o)",
+                            "out_bias=False without bias", "Add --bias, or drop --no-out-bias.")
+        scale = self.embed_scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < 1e6:
+            raise bad_value("embed_scale", "a positive number (the embedding's scale)", scale,
+                            "Pass e.g. the model's sqrt(d), or drop it.")
+        object.__setattr__(self, "embed_scale", float(scale))
+        if self.embed_scale != 1.0 and self.vocab is None:
+            raise bad_value("embed_scale", "used with a vocabulary (it scales E^T X)",
+                            self.embed_scale, "Add --vocab V, or drop --embed-scale.")
+        if self.gqa:
+            if self.kv_heads is None or self.kv_heads == self.head_counts:
+                raise bad_value("gqa", "used with kv_heads below the heads of some layer",
+                                f"gqa with kv_heads={self.kv_heads}", "Add --kv-heads G < H, or drop --gqa.")
+            if self.values is None:
+                raise bad_value("gqa", "used with value widths (W_i_g per group, O_i_h per head)",
+                                "gqa without values", "Add --values v (the head width), or drop --gqa.")
 
     def _check_decoder_options(self) -> None:
         """Validate and normalise causal, kv_heads, bias, mlp_bias and mlp_kind."""
@@ -248,7 +307,9 @@ class Architecture:
                 or self.mlp is not None or self.norm != "none" or self.causal
                 or self.kv_heads is not None or self.bias or self.mlp_bias
                 or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
-                or self.qk_norm or self.final_norm or self.parallel)
+                or self.qk_norm or self.final_norm or self.parallel or self.norm_bias
+                or self.rope_base is not None or not self.out_bias or self.gqa
+                or self.embed_scale != 1.0)
 
     @property
     def has_decoder_options(self) -> bool:
@@ -292,8 +353,11 @@ class Architecture:
     @property
     def is_polynomial(self) -> bool:
         """True for polynomial maps with integer coefficients: lightning attention, square
-        activation (or no MLP) and no normalisation."""
-        return (self.attention == "lightning" and self.norm == "none"
+        activation (or no MLP), no normalisation, the rational rotary angles and no embedding
+        scale (a `rope_base` or an `embed_scale` such as sqrt(d) is not rational: no exact rank
+        over F_p)."""
+        return (self.attention == "lightning" and self.norm == "none" and self.rope_base is None
+                and self.embed_scale == 1.0
                 and (self.mlp is None or self.activation == "square"))
 
     def polynomial_degrees(self) -> tuple[int, int]:
@@ -368,6 +432,9 @@ class Architecture:
         for name in ("qk_norm", "final_norm", "parallel"):
             if getattr(self, name):
                 out[name] = True
+        for name, default in _REAL_DEFAULTS:
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
         return out
 
     def __repr__(self) -> str:
@@ -379,7 +446,7 @@ class Architecture:
                               ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS,
                               ("positions", "none"), ("rope_pairs", None), ("vocab", None),
                               ("tied", False), ("qk_norm", False), ("final_norm", False),
-                              ("parallel", False)):
+                              ("parallel", False), *_REAL_DEFAULTS):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -427,6 +494,11 @@ class Architecture:
         for name in ("qk_norm", "final_norm", "parallel"):
             if getattr(self, name):
                 text += f" {name}"
+        for name, default in _REAL_DEFAULTS:
+            value = getattr(self, name)
+            if value != default:
+                text += f" {name}" if value is True else f" {name}={value:g}" if isinstance(
+                    value, float) else f" {name}={value}"
         return text
 
 
@@ -444,6 +516,10 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     bu_i (d_i x 1) after G_i, P_i and U_i.
     With a vocabulary, E (V x d_0, the token embedding) comes first of all, then with learned
     positions T (d_0 x t, added to the input); untied logits end with L (V x d_l).
+    Converter features (docs/models.md#the-converter-transformers-models-as-native-networks): norm_bias puts a layernorm bias after
+    each gain, c_i after g_i, cn_i after n_i, cf after f; out_bias=False drops bo_i; gqa
+    (transformers' grouped-query attention) has per layer K_i_h (bk_i_h, kn_i_h) for every
+    head, then for each group Q_i_g (bq_i_g, qn_i_g), W_i_g (bv_i_g), then O_i_h per head.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -461,28 +537,40 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
         if arch.norm != "none":
             add(f"g_{i}", (d_in, 1))
+            if arch.norm_bias:
+                add(f"c_{i}", (d_in, 1))
         value_width = d_out if arch.values is None else arch.values[i - 1]
 
-        def add_query(h: int) -> None:
-            add(f"Q_{i}_{h}", (a, d_in))
+        def add_score_map(kind: str, j: int) -> None:
+            """Q_i_j or K_i_j, then its bias (bq, bk) and QK-norm gain (qn, kn)."""
+            add(f"{kind}_{i}_{j}", (a, d_in))
             if arch.bias:
-                add(f"bq_{i}_{h}", (a, 1))
+                add(f"b{kind.lower()}_{i}_{j}", (a, 1))
             if arch.qk_norm:
-                add(f"qn_{i}_{h}", (a, 1))
+                add(f"{kind.lower()}n_{i}_{j}", (a, 1))
+
+        def add_query(h: int) -> None:
+            add_score_map("Q", h)
 
         def add_key_value(g: int) -> None:
-            add(f"K_{i}_{g}", (a, d_in))
-            if arch.bias:
-                add(f"bk_{i}_{g}", (a, 1))
-            if arch.qk_norm:
-                add(f"kn_{i}_{g}", (a, 1))
+            add_score_map("K", g)
             add(f"V_{i}_{g}" if arch.values is None else f"W_{i}_{g}", (value_width, d_in))
             if arch.bias:
                 add(f"bv_{i}_{g}", (value_width, 1))
             if arch.values is not None:
                 add(f"O_{i}_{g}", (d_out, value_width))
 
-        if arch.kv_heads is None:
+        if arch.gqa:          # transformers' grouping: Q_i_g, W_i_g shared, K_i_h, O_i_h per head
+            for h in range(1, arch.head_counts[i - 1] + 1):
+                add_score_map("K", h)
+            for g in range(1, arch.kv_heads[i - 1] + 1):
+                add_score_map("Q", g)
+                add(f"W_{i}_{g}", (value_width, d_in))
+                if arch.bias:
+                    add(f"bv_{i}_{g}", (value_width, 1))
+            for h in range(1, arch.head_counts[i - 1] + 1):
+                add(f"O_{i}_{h}", (d_out, value_width))
+        elif arch.kv_heads is None:
             for h in range(1, arch.head_counts[i - 1] + 1):
                 add_query(h)
                 add_key_value(h)
@@ -491,12 +579,14 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                 add_query(h)
             for g in range(1, arch.kv_heads[i - 1] + 1):
                 add_key_value(g)
-        if arch.bias:
+        if arch.bias and arch.out_bias:
             add(f"bo_{i}", (d_out, 1))
         m = arch.mlp_widths[i - 1]
         if m > 0:
             if arch.norm != "none":
                 add(f"n_{i}", (d_out, 1))
+                if arch.norm_bias:
+                    add(f"cn_{i}", (d_out, 1))
             for name, shape, bias in (("G", (m, d_out), "bg"), ("P", (m, d_out), "bp"),
                                       ("U", (d_out, m), "bu")):
                 if name == "G" and arch.mlp_kind != "gated":
@@ -506,6 +596,8 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                     add(f"{bias}_{i}", (shape[0], 1))
     if arch.final_norm:
         add("f", (arch.widths[-1], 1))
+        if arch.norm_bias:
+            add("cf", (arch.widths[-1], 1))
     if arch.vocab is not None and not arch.tied:
         add("L", (arch.vocab, arch.widths[-1]))
     return layout

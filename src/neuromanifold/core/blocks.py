@@ -41,10 +41,12 @@ import torch
 from .architecture import Architecture, block_layout, check_architecture
 from .checks import bad_value, check_seed
 from .parameters import LayerWeights, score_factor
-from .positions import rotary_floats, rotary_fractions
+from .positions import base_angles, rotary_floats, rotary_fractions
 from .seeds import seeded_generator
 
 NORM_EPS = 1e-5
+# sqrt(2 / pi), the tanh-approximated GELU's constant (as transformers' NewGELUActivation).
+GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
 
 def check_block_weights(arch: Architecture, blocks: object, name: str) -> dict[str, np.ndarray]:
@@ -129,16 +131,17 @@ def random_block_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtyp
     return out
 
 
-def _normalise(Z: torch.Tensor, gain: torch.Tensor, kind: str) -> torch.Tensor:
+def _normalise(Z: torch.Tensor, gain: torch.Tensor, kind: str, eps: float = NORM_EPS) -> torch.Tensor:
     """layernorm or rmsnorm over the feature axis (dim -2) of each token, times the gain."""
     if kind == "layernorm":
         centred = Z - Z.mean(dim=-2, keepdim=True)
-        return gain * centred / torch.sqrt((centred * centred).mean(dim=-2, keepdim=True) + NORM_EPS)
-    return gain * Z / torch.sqrt((Z * Z).mean(dim=-2, keepdim=True) + NORM_EPS)
+        return gain * centred / torch.sqrt((centred * centred).mean(dim=-2, keepdim=True) + eps)
+    return gain * Z / torch.sqrt((Z * Z).mean(dim=-2, keepdim=True) + eps)
 
 
 def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
-    """s(x) entrywise: x^2, relu, gelu (exact erf form), tanh or silu (x sigmoid(x))."""
+    """s(x) entrywise: x^2, relu, gelu (exact erf form), tanh, silu (x sigmoid(x)) or gelu_tanh
+    (GPT-2's gelu_new: x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2)."""
     if kind == "square":
         return x * x
     if kind == "relu":
@@ -147,6 +150,8 @@ def activate(x: torch.Tensor, kind: str) -> torch.Tensor:
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     if kind == "silu":
         return x * torch.sigmoid(x)
+    if kind == "gelu_tanh":
+        return 0.5 * x * (1.0 + torch.tanh(GELU_TANH_C * (x + 0.044715 * x * x * x)))
     return torch.tanh(x)
 
 
@@ -240,6 +245,10 @@ class ArrayArithmetic:
         """The entrywise product a * b (a gated MLP's gate times its values)."""
         return a * b
 
+    def scale(self, Z, c: float):
+        """c Z for a constant c (an embedding scale)."""
+        return Z * c
+
     def mix(self, values, scores):
         """sum_j values_j scores_ji: each output token aggregates the value columns."""
         return _einsum("...ej,...ji->...ei", values, scores)
@@ -251,16 +260,23 @@ class ArrayArithmetic:
         """E^T X: one-hot token columns X (..., V, t) to their embeddings (..., d, t)."""
         return _einsum("vd,...vt->...dt", E, X)
 
-    def rotate(self, x, pairs: int):
+    def rotate(self, x, pairs: int, base: float | None = None):
         """Token i's column of x (..., a, t) times R^i: its first `pairs` coordinate pairs
-        rotated by i times their angles (`core.positions`)."""
+        rotated by i times their angles (`core.positions`; with a `base`, the model's own
+        theta_f = base^(-(f - 1) / pairs), float tensors only)."""
         a, t = x.shape[-2], x.shape[-1]
-        R = _rotary_constant(x, a, pairs, t, self.angles)
+        angles = self.angles
+        if base is not None:
+            if isinstance(x, np.ndarray):
+                raise bad_value("rope_base", "absent in exact arithmetic (its cosines are not "
+                                "rational)", base, "Use the numerical or certified method.")
+            angles = base_angles(2 * pairs, base)
+        R = _rotary_constant(x, a, pairs, t, angles)
         return _einsum("iab,...bi->...ai", R, x)
 
-    def norm(self, Z, gain, kind: str):
-        """gain * N(Z) per token (layernorm or rmsnorm)."""
-        return _normalise(Z, gain, kind)
+    def norm(self, Z, gain, kind: str, eps: float = NORM_EPS):
+        """gain * N(Z) per token (layernorm or rmsnorm), epsilon `eps`."""
+        return _normalise(Z, gain, kind, eps)
 
     def activate(self, x, kind: str):
         return activate(x, kind)
@@ -287,22 +303,32 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         out = ops.linear(blocks[M], Z)
         return ops.shift(out, blocks[b]) if b is not None and b in blocks else out
 
+    def normed(Z, gain: str, bias: str):
+        """gain * N(Z) (+ the layernorm bias `bias` with norm_bias), the network's epsilon."""
+        out = ops.norm(Z, blocks[gain], arch.norm, arch.norm_eps)
+        return ops.shift(out, blocks[bias]) if arch.norm_bias else out
+
     Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
+    if arch.embed_scale != 1.0:                             # Gemma: sqrt(d) E^T X
+        Z = ops.scale(Z, arch.embed_scale)
     if arch.positions == "learned":
         Z = ops.shift(Z, blocks["T"])
     rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers
     for i in range(1, arch.n_layers + 1):
-        Zn = ops.norm(Z, blocks[f"g_{i}"], arch.norm) if arch.norm != "none" else Z
+        Zn = normed(Z, f"g_{i}", f"c_{i}") if arch.norm != "none" else Z
         out, values = None, {}
         for h in range(1, arch.head_counts[i - 1] + 1):
             g = arch.group_of(i, h)      # h itself without kv_heads
-            q = affine(f"Q_{i}_{h}", Zn, f"bq_{i}_{h}")
-            k = affine(f"K_{i}_{g}", Zn, f"bk_{i}_{g}")
+            qi, ki = (g, h) if arch.gqa else (h, g)         # gqa: the groups share Q, not K
+            q = affine(f"Q_{i}_{qi}", Zn, f"bq_{i}_{qi}")
+            k = affine(f"K_{i}_{ki}", Zn, f"bk_{i}_{ki}")
             if arch.qk_norm:                                # QK-norm, before the rotations
-                q = ops.norm(q, blocks[f"qn_{i}_{h}"], arch.norm)
-                k = ops.norm(k, blocks[f"kn_{i}_{g}"], arch.norm)
+                q = ops.norm(q, blocks[f"qn_{i}_{qi}"], arch.norm, arch.norm_eps)
+                k = ops.norm(k, blocks[f"kn_{i}_{ki}"], arch.norm, arch.norm_eps)
             if rotated[i - 1]:                              # rotary positions
-                q, k = ops.rotate(q, rotated[i - 1]), ops.rotate(k, rotated[i - 1])
+                r = rotated[i - 1]
+                q, k = ((ops.rotate(q, r), ops.rotate(k, r)) if arch.rope_base is None else
+                        (ops.rotate(q, r, arch.rope_base), ops.rotate(k, r, arch.rope_base)))
             scores = ops.scores(q, k)                       # scores_ji = q_j^T k_i
             if arch.attention == "softmax":
                 scores = ops.softmax(scores, arch.temperature, arch.causal) if arch.causal else \
@@ -315,16 +341,20 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             if g not in values:
                 if f"V_{i}_{g}" in blocks:
                     values[g] = affine(f"V_{i}_{g}", Zn, f"bv_{i}_{g}")
+                elif arch.gqa:                              # O_i_h after the mix, per head
+                    values[g] = affine(f"W_{i}_{g}", Zn, f"bv_{i}_{g}")
                 else:
                     values[g] = ops.linear(blocks[f"O_{i}_{g}"], affine(f"W_{i}_{g}", Zn, f"bv_{i}_{g}"))
             head = ops.mix(values[g], scores)
+            if arch.gqa:
+                head = ops.linear(blocks[f"O_{i}_{h}"], head)
             out = head if out is None else ops.add(out, head)
         if f"bo_{i}" in blocks:
             out = ops.shift(out, blocks[f"bo_{i}"])
         Z_in, Z = Z, (ops.add(Z, out) if arch.residual else out)
         if arch.mlp_widths[i - 1] > 0:
             Y = Z_in if arch.parallel else Z               # parallel: the MLP reads the input too
-            Yn = ops.norm(Y, blocks[f"n_{i}"], arch.norm) if arch.norm != "none" else Y
+            Yn = normed(Y, f"n_{i}", f"cn_{i}") if arch.norm != "none" else Y
             if arch.mlp_kind == "gated":
                 hidden = ops.mul(ops.activate(affine(f"G_{i}", Yn, f"bg_{i}"), arch.activation),
                                  affine(f"P_{i}", Yn, f"bp_{i}"))
@@ -333,7 +363,7 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             out = affine(f"U_{i}", hidden, f"bu_{i}")
             Z = ops.add(Z, out) if arch.residual else out
     if arch.final_norm:
-        Z = ops.norm(Z, blocks["f"], arch.norm)
+        Z = normed(Z, "f", "cf")
     if arch.vocab is not None:                              # logits L Z, or E Z when tied
         Z = ops.linear(blocks["E" if arch.tied else "L"], Z)
     return Z

@@ -94,6 +94,17 @@ def _normalised(Z: Dual, kind: str, eps) -> Dual:
     return Dual(c * s, dc * s + c * ds)
 
 
+def _base_rotation(a: int, pairs: int, i: int, base: float) -> np.ndarray:
+    """R^i in balls for the angles theta_f = base^(-(f - 1) / pairs) (the float path's
+    `core.positions.base_angles(2 pairs, base)`): cos, sin of i theta_f enclosed."""
+    R = np.array([[flint.arb(int(r == c)) for c in range(a)] for r in range(a)], dtype=object)
+    for f in range(pairs):
+        angle = i * flint.arb(base) ** (flint.arb(-f) / pairs)
+        c, s = angle.cos(), angle.sin()
+        R[2 * f, 2 * f], R[2 * f, 2 * f + 1], R[2 * f + 1, 2 * f], R[2 * f + 1, 2 * f + 1] = c, -s, s, c
+    return R
+
+
 class Param:
     """A parameter block in balls, with the chosen directions it owns: (j, row, column) for each
     direction j that is the entry (row, column) of this block."""
@@ -165,6 +176,11 @@ class BallDual:
                 dx[j, r, c] += 1
         return Dual(A.x + b.x, dx)
 
+    def scale(self, A: Dual, c: float) -> Dual:
+        """c A for a float constant c, read as the exact rational it stores."""
+        r = flint.arb(c)
+        return Dual(A.x * r, None if A.dx is None else A.dx * r)
+
     def mul(self, A: Dual, B: Dual) -> Dual:
         """Entrywise (a b, da b + a db) (a gated MLP)."""
         return Dual(A.x * B.x, _plus(None if A.dx is None else A.dx * B.x,
@@ -177,19 +193,28 @@ class BallDual:
             dx[j, c] += X.x[r]
         return Dual(E.x.T @ X.x, dx)
 
-    def rotate(self, x: Dual, pairs: int) -> Dual:
-        """Token i's column times R^i, the rational rotations as exact balls."""
+    def rotate(self, x: Dual, pairs: int, base: float | None = None) -> Dual:
+        """Token i's column times R^i, the rational rotations as exact balls (with a `base`,
+        balls around cos and sin of i theta_f, theta_f = base^(-(f - 1) / pairs))."""
         a, t = x.x.shape
-        R = [np.array([[flint.arb(Fraction(v).numerator) / Fraction(v).denominator for v in row]
-                       for row in M], dtype=object) for M in rotary_fractions(a, pairs, t)]
+        if base is None:
+            R = [np.array([[flint.arb(Fraction(v).numerator) / Fraction(v).denominator
+                            for v in row] for row in M], dtype=object)
+                 for M in rotary_fractions(a, pairs, t)]
+        else:
+            R = [_base_rotation(a, pairs, i, base) for i in range(t)]
         value = np.stack([R[i] @ x.x[:, i] for i in range(t)], axis=-1)
         if x.dx is None:
             return Dual(value, None)
         return Dual(value, np.stack([x.dx[:, :, i] @ R[i].T for i in range(t)], axis=-1))
 
-    def norm(self, Z: Dual, gain: Param, kind: str) -> Dual:
-        """g * N(Z), with dg = the unit directions g owns."""
-        hat = _normalised(Z, kind, self.eps)
+    def norm(self, Z: Dual, gain: Param, kind: str, eps: float = NORM_EPS) -> Dual:
+        """g * N(Z), with dg = the unit directions g owns (eps as a ball containing its decimal)."""
+        if eps != NORM_EPS:
+            e = Fraction(repr(eps))
+            hat = _normalised(Z, kind, flint.arb(e.numerator) / e.denominator)
+        else:
+            hat = _normalised(Z, kind, self.eps)
         g = gain.x
         dx = np.zeros((self.k,) + hat.x.shape, dtype=object) if hat.dx is None else g * hat.dx
         for j, r, _ in gain.seeds:
@@ -214,6 +239,11 @@ class BallDual:
         if kind == "silu":
             sig = 1 / (1 + _MAP["exp"](-x))
             return _pointwise(A, x * sig, sig + x * sig * (1 - sig))
+        if kind == "gelu_tanh":      # x (1 + tanh(c (x + k x^3))) / 2, c = sqrt(2 / pi)
+            c, k3 = (2 / flint.arb.pi()).sqrt(), flint.arb(44715) / 10 ** 6
+            th = _MAP["tanh"](c * (x + k3 * x * x * x))
+            return _pointwise(A, x * (1 + th) / 2,
+                              (1 + th) / 2 + x * (1 - th * th) * c * (1 + 3 * k3 * x * x) / 2)
         th = _MAP["tanh"](x)
         return _pointwise(A, th, 1 - th * th)
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 import torch
 
 from ..core.architecture import Architecture
+from ..core.checks import bad_value
 from ..core.blocks import Dual, block_forward, block_layout, causal_mask
 from ..core.positions import rotary_fractions
 from ..symmetries.catalogue import TangentOps
@@ -135,8 +136,17 @@ class FpDual:
         """E^T X mod p: one-hot token columns to their embeddings."""
         return _mm(_t(E), X, self.p)
 
-    def rotate(self, x: Dual, pairs: int) -> Dual:
-        """Token i's column times R^i mod p (rational rotary entries reduced exactly)."""
+    def scale(self, A: Dual, c: float) -> Dual:
+        """An embedding scale is refused (sqrt(d) has no residue of a rational)."""
+        raise bad_value("embed_scale", "absent over F_p", c,
+                        "Use --method numerical or certified, or drop --embed-scale.")
+
+    def rotate(self, x: Dual, pairs: int, base: float | None = None) -> Dual:
+        """Token i's column times R^i mod p (rational rotary entries reduced exactly); a model's
+        `base` is refused (its cosines are not rational)."""
+        if base is not None:
+            raise bad_value("rope_base", "absent over F_p (the base's cosines are not rational)",
+                            base, "Use --method numerical or certified, or drop --rope-base.")
         a, t = x.x.shape[-2], x.x.shape[-1]
         R = rotary_residues(a, pairs, t, self.p)
 

@@ -16,7 +16,7 @@ from ..core.architecture import Architecture, check_architecture
 from ..core.checks import (bad_value, check_seed, check_choice, check_int, check_min_gap,
                            check_positive_float)
 from ..core.scheduler import check_backend
-from ..core.blocks import NORM_EPS, block_forward, flatten_blocks, random_block_weights
+from ..core.blocks import block_forward, flatten_blocks, random_block_weights
 from ..symmetries.registry import tangent_rows
 from ..core.formulas import (ambient_bound, block_formula, covering_count, effective_width,
                              expected_dim, general)
@@ -325,7 +325,7 @@ class NetworkRules:
 
 def norm_eps_doubt(arch: Architecture, rank: int, upper: int) -> str | None:
     """A doubt on a float rank below the upper bound of a network with norms: a direction that
-    rescales what a norm reads changes the map only through the norm's eps (`core.blocks.NORM_EPS`),
+    rescales what a norm reads changes the map only through the norm's eps (`Architecture.norm_eps`),
     so the Jacobian can have singular values of that order that the gap rule reads as zero
     (measured: widths 4,4, keys 1, 3 heads, gelu MLP 3, rmsnorm, t = 1, softmax: 33 `settled` with
     an 8.4-decade gap, sigma_r+1 = 8e-11, where balls prove 34; with QK-norm, q -> c q changes
@@ -335,7 +335,7 @@ def norm_eps_doubt(arch: Architecture, rank: int, upper: int) -> str | None:
     if arch.norm == "none" or rank >= upper:
         return None
     return (f"norms: a direction that rescales a norm's input changes the map only through the "
-            f"norm's eps ({NORM_EPS:g}), so the float64 rank can miss directions below the upper "
+            f"norm's eps ({arch.norm_eps:g}), so the float64 rank can miss directions below the upper "
             f"bound {upper}; not settled (use --method certified)")
 
 
