@@ -299,9 +299,15 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
         return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
         return True
-    if arch.embed_scale != 1.0 and "stream" in name:   # they move E and L together
+    # They move E (with L, T or the readers), built for an unscaled embedding.
+    if arch.embed_scale != 1.0 and any(w in name for w in _MOVES_EMBEDDING):
         return True
-    return arch.bias and not arch.out_bias and "output bias" in name
+    # They move b_o (or may: the shifts written back to the stream), built with it present.
+    return arch.bias and not arch.out_bias and any(w in name for w in _MOVES_OUTPUT_BIAS)
+
+
+_MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
+_MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
 
 
 FAMILIES = tuple(replace(f, applies=lambda a, f=f: f.applies(a) and not _unproved_with(f.name, a))
