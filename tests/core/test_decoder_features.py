@@ -306,9 +306,9 @@ def test_cli_bad_decoder_input_exits_2_in_one_line(args, capsys):
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith("neuromanifold: error:")
 
 
-def test_rank_reads_decoder_weight_files_and_fiber_refuses_them(tmp_path, capsys):
+def test_rank_and_fiber_read_decoder_weight_files(tmp_path, capsys):
     """`rank` reads groups, biases and the gate from a file's names and the mask from --causal;
-    `fiber` refuses decoder networks in one line."""
+    `fiber` compares decoder networks (a file against itself: the same function)."""
     arch = Architecture((3, 3), 2, 3, "softmax", heads=2, kv_heads=1, bias=True, mlp=2,
                         mlp_kind="gated", mlp_bias=True, activation="silu", causal=True)
     path = tmp_path / "decoder.npz"
@@ -319,9 +319,9 @@ def test_rank_reads_decoder_weight_files_and_fiber_refuses_them(tmp_path, capsys
     assert code in (0, None) and data["read_as"]["architecture"] == str(arch)
     assert data["rank"] == data["upper_bound"] == data["generic_dimension"]
     code = main(["fiber", "--weights", str(path), "--other", str(path), "--attention", "softmax",
-                 "--activation", "silu", "--no-residual"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "decoder" in err
+                 "--activation", "silu", "--no-residual", "--causal", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code in (0, None) and data["same_function"] is True
 
 
 def test_docs_tables_are_what_the_script_computes():

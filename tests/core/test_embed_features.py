@@ -374,17 +374,14 @@ def test_stream_families_behind_norms_certify():
 
 
 def test_engines_without_the_features_refuse_them_in_one_line():
-    """The degree engine (integer polynomials, continuous inputs), the rank at given weights and
-    the fiber comparison refuse what they cannot compute, never computing something else."""
+    """The degree engine (integer polynomials, continuous inputs) refuses what it cannot
+    compute, never computing something else. (The rank at given weights and the fiber
+    comparison take token inputs: tests/cli/test_rank*.py, tests/geometry.)"""
     from neuromanifold.degree.polymap import check_polynomial
-    from neuromanifold.dimension.point import rank_at_point
-    from neuromanifold.geometry.moves import same_block_function
 
     rope, vocab = Architecture((3, 3), 2, 2, positions="rope"), Architecture((3, 3), 2, 2, vocab=3)
     for call, says in [(lambda: check_polynomial(rope), "positions"),
-                       (lambda: check_polynomial(vocab), "vocab"),
-                       (lambda: rank_at_point(vocab, random_block_weights(vocab, 0)), "vocabulary"),
-                       (lambda: same_block_function(vocab, {}, {}), "vocabulary")]:
+                       (lambda: check_polynomial(vocab), "vocab")]:
         with pytest.raises(InputError, match=says) as err:
             call()
         assert "\n" not in str(err.value)

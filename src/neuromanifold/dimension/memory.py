@@ -548,7 +548,7 @@ def _forward_dual_estimate(arch: Architecture, certify: bool, samples: int | Non
     registry's tangents mod p (`tangent_count`'s over-estimate) with their residues and the
     copy their pivots are read from, kept all run; the Jacobian mod p of the first N samples at
     once (its column chunks, their concatenation and its transposed copy, with twice the dual
-    entries `fp_dual` computes at once); the kept rows on at most n_params columns, their concatenation and the
+    entries `fp_dual` computes at once, or one sample's t x t scores where they are larger); the kept rows on at most n_params columns, their concatenation and the
     flint matrix with the copy its rank works on. N is drawn for the rank bound (`_rank_bound`,
     an over-estimate) with `certify`, else for n_params."""
     P = arch.n_params
@@ -557,13 +557,15 @@ def _forward_dual_estimate(arch: Architecture, certify: bool, samples: int | Non
     rows = N * arch.output_width * arch.tokens
     kept = rows * P * 8
     parts = {"torch": BASE_BYTES, "symmetry tangents": 3 * n_tangents * P * 8,
-             "Jacobian mod p": 3 * kept + 2 * FP_DUAL_CHUNK_ENTRIES * 8,
+             "Jacobian mod p": 3 * kept + max(2 * FP_DUAL_CHUNK_ENTRIES * 8,
+                                              attention_work_bytes(arch, 1)),
              "flint matrix": int(4.5 * kept)}
     held = n_tangents * P * 8
     peak = parts["torch"] + max(parts["symmetry tangents"],
                                 held + max(parts["Jacobian mod p"], parts["flint matrix"]))
     advice = (f"Use smaller --widths or --keys (exact rank of a {rows} x {P} matrix over F_p "
-              f"here), fewer --samples, or --method numerical")
+              f"here){_fewer_tokens(arch, parts['Jacobian mod p'])}, fewer --samples, or "
+              f"--method numerical")
     return MemoryEstimate(f"exact rank of {arch} ({P} parameters, N = {N})", int(peak), parts,
                           advice, N)
 
