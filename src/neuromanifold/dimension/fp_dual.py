@@ -25,10 +25,8 @@ from ..symmetries.catalogue import TangentOps
 from ..errors import ComputationError
 from .fp import (inverse_mod_p, nullspace_mod_p, rank_mod_p)
 from .jacobians import family_ranks
+from .memory import FP_DUAL_CHUNK_ENTRIES
 from .modular import matmul_mod, random_residues
-
-# int64 entries of the tangent intermediates allowed at once (about 8 bytes each).
-_CHUNK_ENTRIES = 16 * 2 ** 20
 
 
 def fp_ops(p: int) -> TangentOps:
@@ -188,7 +186,7 @@ def jacobian_mod_p(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch
     """J mod p, shape (N d_l t, n_params), rows ordered (n, d_l, t)."""
     widest = max(arch.widths + tuple(arch.mlp_widths) + (arch.input_width, arch.output_width))
     per_direction = X.shape[0] * arch.tokens * (widest + arch.tokens) * 4 * sum(arch.head_counts)
-    chunk = max(1, _CHUNK_ENTRIES // max(per_direction, 1))
+    chunk = max(1, FP_DUAL_CHUNK_ENTRIES // max(per_direction, 1))
     cols = []
     for start in range(0, arch.n_params, chunk):
         stop = min(arch.n_params, start + chunk)

@@ -59,8 +59,8 @@ DASK_WORKER_BYTES = 150 * MIB
 # Token-id inputs: up to this many sequences, the exact rank is taken over all of them at once
 # (`exact`'s forward-dual route).
 EXACT_ALL_SEQUENCES = 4096
-# int64 entries of the forward-dual intermediates computed at once (`fp_dual._CHUNK_ENTRIES`,
-# the same value).
+# int64 entries of the forward-dual intermediates computed at once (read by `fp_dual`; about
+# 8 bytes each).
 FP_DUAL_CHUNK_ENTRIES = 16 * 2 ** 20
 # Workers of the LocalCluster a Dask rank starts when given no scheduler address (`dask_rank`).
 LOCAL_WORKERS = 2
