@@ -406,3 +406,37 @@ def test_one_token_value_widths_only_the_heads_sum_matters():
     _assert_in_kernel(arch, blocks, tangents, 6)
     r = certified_dim(arch, seed=2)
     assert (r.dimension, r.status, r.upper_bound) == (57, "certified", 57)
+
+
+NETWORK_132 = Architecture((3, 3), 2, 2, "softmax", causal=True, positions="learned", bias=True,
+                           mlp_bias=True, residual=True, mlp=2, activation="gelu",
+                           norm="layernorm", final_norm=True, vocab=6, tied=True)
+
+
+def test_tangents_entering_a_norm_are_balls(monkeypatch):
+    """Every tangent entry a norm divides by d is a ball: the unit directions of learned
+    positions were Python integers, 1/3 of one a rounded float outside every ball, and a
+    determinant built on them 'certified' 49 where the dimension is 47 (independent check:
+    float64 rank 47 with a 7.8-decade gap, 60-digit rank 47)."""
+    from neuromanifold.dimension import ball_dual
+
+    seen = []
+    original = ball_dual._normalised
+
+    def checked(Z, kind, eps):
+        if Z.dx is not None:
+            seen.append(all(isinstance(e, flint.arb) for e in Z.dx.flat))
+        return original(Z, kind, eps)
+
+    monkeypatch.setattr(ball_dual, "_normalised", checked)
+    blocks, X = rational_point(NETWORK_132, 0, 2)
+    _, tangents = ball_block_forward(NETWORK_132, blocks, X, list(range(NETWORK_132.n_params)))
+    assert seen and all(seen)
+    assert all(isinstance(e, flint.arb) for e in tangents.flat)
+
+
+def test_learned_positions_behind_a_layernorm_not_over_certified():
+    """The network above: 47 (lower bound, the registry's bound is 49), never 49 certified."""
+    result = neuromanifold_dim(NETWORK_132, method="certified", seed=0)
+    assert result.lower_bound <= 47 <= result.upper_bound
+    assert result.status != "certified" or result.dimension == 47

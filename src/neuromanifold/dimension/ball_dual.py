@@ -75,22 +75,33 @@ def _t(A: Dual) -> Dual:
     return Dual(A.x.T, None if A.dx is None else A.dx.transpose(0, 2, 1))
 
 
+_ZERO, _ONE = flint.arb(0), flint.arb(1)
+
+
+def _zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """Tangent entries as balls from the start: a Python integer tangent divided by an integer
+    later would become a rounded float, outside every ball (a norm's 1/d did)."""
+    return np.full(shape, _ZERO, dtype=object)
+
+
 def _pointwise(A: Dual, value: np.ndarray, slope: np.ndarray) -> Dual:
     return Dual(value, None if A.dx is None else slope * A.dx)
 
 
 def _normalised(Z: Dual, kind: str, eps) -> Dual:
     """(Z - mean) / sqrt(var + eps) (layernorm) or Z / sqrt(mean Z^2 + eps) per token, no gain."""
-    d = Z.x.shape[0]
+    # 1/d as a ball: a tangent entry may still be a Python integer (the unit directions of a
+    # shift or an embedding), and an integer divided by d would be a rounded float.
+    inv_d = 1 / flint.arb(Z.x.shape[0])
     c, dc = Z.x, Z.dx
     if kind == "layernorm":
-        c = c - c.sum(axis=0, keepdims=True) / d
-        dc = None if dc is None else dc - dc.sum(axis=1, keepdims=True) / d
-    v = (c * c).sum(axis=0, keepdims=True) / d + eps
+        c = c - c.sum(axis=0, keepdims=True) * inv_d
+        dc = None if dc is None else dc - dc.sum(axis=1, keepdims=True) * inv_d
+    v = (c * c).sum(axis=0, keepdims=True) * inv_d + eps
     s = 1 / _MAP["sqrt"](v)
     if dc is None:
         return Dual(c * s, None)
-    ds = -(s / (2 * v)) * (2 * (c * dc).sum(axis=1, keepdims=True) / d)
+    ds = -(s / (2 * v)) * (2 * (c * dc).sum(axis=1, keepdims=True) * inv_d)
     return Dual(c * s, dc * s + c * ds)
 
 
@@ -132,7 +143,7 @@ class BallDual:
 
     def linear(self, M: Param, Z: Dual) -> Dual:
         """M Z, with dM = the unit directions M owns."""
-        dx = (np.zeros((self.k,) + (M.x.shape[0], Z.x.shape[1]), dtype=object) if Z.dx is None
+        dx = (_zeros((self.k, M.x.shape[0], Z.x.shape[1])) if Z.dx is None
               else left_multiply(M.mat, Z.dx))
         for j, r, s in M.seeds:
             dx[j, r] += Z.x[s]
@@ -167,13 +178,13 @@ class BallDual:
     def shift(self, A: Dual, b: Param) -> Dual:
         """A + b for a parameter block b: a bias column (d x 1, every token) or learned positions
         (d x t), with db = the unit directions b owns."""
-        dx = (np.zeros((self.k,) + A.x.shape, dtype=object) if A.dx is None else A.dx.copy())
+        dx = (_zeros((self.k,) + A.x.shape) if A.dx is None else A.dx.copy())
         column = b.x.shape[1] == 1
         for j, r, c in b.seeds:
             if column:
-                dx[j, r] += 1
+                dx[j, r] += _ONE
             else:
-                dx[j, r, c] += 1
+                dx[j, r, c] += _ONE
         return Dual(A.x + b.x, dx)
 
     def scale(self, A: Dual, c: float) -> Dual:
@@ -188,7 +199,7 @@ class BallDual:
 
     def embed(self, E: Param, X: Dual) -> Dual:
         """E^T X (one-hot token columns to embeddings), with dE = the unit directions E owns."""
-        dx = np.zeros((self.k, E.x.shape[1], X.x.shape[1]), dtype=object)
+        dx = _zeros((self.k, E.x.shape[1], X.x.shape[1]))
         for j, r, c in E.seeds:
             dx[j, c] += X.x[r]
         return Dual(E.x.T @ X.x, dx)
@@ -216,7 +227,7 @@ class BallDual:
         else:
             hat = _normalised(Z, kind, self.eps)
         g = gain.x
-        dx = np.zeros((self.k,) + hat.x.shape, dtype=object) if hat.dx is None else g * hat.dx
+        dx = _zeros((self.k,) + hat.x.shape) if hat.dx is None else g * hat.dx
         for j, r, _ in gain.seeds:
             dx[j, r] += hat.x[r]
         return Dual(g * hat.x, dx)
@@ -274,8 +285,22 @@ def ball_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], X: t
             progress(f"ball Jacobian block: sample {done}/{len(X)} ({now - t0:.1f} s)")
         Z = block_forward(arch, params, Dual(arb_array(sample.numpy()), None), arithmetic=ops)
         values.append(Z.x)
-        tangents.append(Z.dx if Z.dx is not None else np.zeros((k,) + Z.x.shape, dtype=object))
-    return np.stack(values), np.stack(tangents)
+        tangents.append(Z.dx if Z.dx is not None else _zeros((k,) + Z.x.shape))
+    values, tangents = np.stack(values), np.stack(tangents)
+    _check_exact_entries(arch, values, tangents)
+    return values, tangents
+
+
+def _check_exact_entries(arch: Architecture, *arrays: np.ndarray) -> None:
+    """Raise unless every entry is a ball or an exact integer: a float (an integer divided by an
+    integer somewhere in the map) is a rounded value outside any ball, and a determinant built on
+    it proves nothing."""
+    for array in arrays:
+        if any(isinstance(e, float) for e in array.flat):
+            raise ComputationError(
+                f"the ball forward pass of {arch} produced a float entry (a rounded value, not a "
+                "ball): no certificate is drawn from it. This is a bug; please report it with "
+                "the command (--debug shows the traceback).")
 
 
 def ball_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
