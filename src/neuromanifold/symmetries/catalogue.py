@@ -821,8 +821,9 @@ def _mlp_readers(arch: Architecture, i: int) -> list[str]:
 def _head_writers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """The blocks attention i writes the stream with through their rows: each group's value
     output (V_g or O_g), the unfactored value biases bv_g (d_i x 1, mixed by the scores like
-    V_g z) and the output bias bo_i."""
-    writers = [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)]
+    V_g z) and the output bias bo_i; with gqa every head's O_h (bv_g is read through them)."""
+    writers = ([f"O_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)] if arch.gqa
+               else [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)])
     if f"V_{i}_1" in blocks:
         writers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
     return writers + _bias(blocks, f"bo_{i}")
