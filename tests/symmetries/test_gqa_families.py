@@ -125,3 +125,28 @@ def test_small_gqa_networks_certify_at_the_float_rank(options):
     assert numerical.status == "settled"
     assert certified.status == "certified", certified
     assert certified.dimension == numerical.dimension
+
+
+@pytest.mark.parametrize("options", [LIGHTNING[2], LIGHTNING[4], SOFTMAX[1], SOFTMAX[3],
+                                     SOFTMAX[6]], ids=_ids)
+def test_proved_counts_match_the_ranks_with_gqa(options):
+    """The proved per-group counts (G a^2, the rotary commutant's G (2R + (a - 2R)^2), G v^2,
+    the softmax query bias's G a, the QK-norm gains' G (a - R)) equal the rank of each family's
+    own tangents at a random point."""
+    from neuromanifold.core.rank import matrix_rank
+    from neuromanifold.symmetries.registry import family, family_tangents
+
+    arch = Architecture(**options)
+    blocks = random_block_weights(arch, seed=1)
+    built = dict(family_tangents(arch, blocks))
+    checked = 0
+    for name in ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+                 "softmax query bias", "QK-norm gain balance"):
+        expected = family(name).count(arch)
+        if expected is None:
+            continue
+        rows = torch.stack([torch.cat([t.get(n, torch.zeros_like(b)).reshape(-1)
+                                       for n, b in blocks.items()]) for t in built[name]])
+        assert matrix_rank(rows).rank == expected, name
+        checked += 1
+    assert checked >= 2
