@@ -136,8 +136,23 @@ def _bias(blocks: dict, name: str) -> list[str]:
     return [name] if name in blocks else []
 
 
+def _score_maps(arch: Architecture, blocks: dict, i: int, g: int, heads: list[int]
+                ) -> tuple[list[str], list[str]]:
+    """(the Q side, the K side) of group g's scores in layer i, each map with its bias: the
+    heads' Q_h and the group's K_g (kv_heads), or with gqa (transformers' grouping) the group's
+    Q_g and the heads' K_h; one head's Q_h and K_h without kv_heads."""
+    def named(kind: str, js: list[int]) -> list[str]:
+        return [name for j in js for name in [f"{kind}_{i}_{j}"] + _bias(blocks, f"b{kind.lower()}_{i}_{j}")]
+    if arch.gqa:
+        return named("Q", [g]), named("K", heads)
+    return named("Q", heads), named("K", [g])
+
+
 def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """Blocks reading the input of attention layer i through their columns."""
+    if arch.gqa:             # transformers' grouping: K_i_h per head, Q_i_g and W_i_g per group
+        return ([f"K_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
+                + [name for g, _ in _groups(arch, i) for name in (f"Q_{i}_{g}", f"W_{i}_{g}")])
     if arch.kv_heads is not None:
         return ([f"Q_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
                 + [name for g, _ in _groups(arch, i)
@@ -155,11 +170,11 @@ def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
 def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
     """1. per-head GL(a) on (Q, K): Q -> G Q, K -> G^{-T} K; with kv_heads one G per group, on
     every query of the group and the group's key; biases follow their maps (bq -> G bq,
-    bk -> G^{-T} bk: the scores are [z; 1]^T [Q bq]^T [K bk] [z; 1])."""
+    bk -> G^{-T} bk: the scores are [z; 1]^T [Q bq]^T [K bk] [z; 1]). With gqa (transformers'
+    grouping) one G per group on the group's Q_g and every head's K_h (docs/decoder_features.md)."""
     for g, heads in _groups(arch, i):
-        queries = [name for h in heads for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}")]
-        keys = [f"K_{i}_{g}"] + _bias(blocks, f"bk_{i}_{g}")
-        a = blocks[f"K_{i}_{g}"].shape[0]
+        queries, keys = _score_maps(arch, blocks, i, g, heads)
+        a = arch.keys[i - 1]
         for r in range(a):
             for s in range(a):
                 parts = {}
@@ -180,12 +195,11 @@ def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
     a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too). With
     kv_heads one G per group, on every query of the group and the group's key; biases follow
     their maps (bq -> G bq, bk -> G^{-T} bk: the rotation acts on q = Q z + bq, and
-    R^j G q = G R^j q)."""
+    R^j G q = G R^j q). With gqa one G per group on Q_g and every head's K_h."""
     pairs = arch.rotated_pairs[i - 1]
     a = arch.keys[i - 1]
     for g, heads in _groups(arch, i):
-        queries = [name for h in heads for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}")]
-        keys = [f"K_{i}_{g}"] + _bias(blocks, f"bk_{i}_{g}")
+        queries, keys = _score_maps(arch, blocks, i, g, heads)
         units = []                              # X as a list of (row, column, entry)
         for f in range(pairs):
             p = 2 * f
@@ -209,17 +223,21 @@ def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
 
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
     """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given; per group with
-    kv_heads; the value bias follows W: bv -> G bv)."""
-    for h, _ in _groups(arch, i):
+    kv_heads; the value bias follows W: bv -> G bv). With gqa the group's W_g against every
+    head's O_h: head h outputs O_h (W_g Z + bv_g 1^T) S_h."""
+    for h, heads in _groups(arch, i):
         w_name, o_name = _value_names(blocks, i, h)
+        outs = [f"O_{i}_{k}" for k in heads] if arch.gqa else [o_name]
         if w_name != o_name:
-            W, O = blocks[w_name], blocks[o_name]
+            W = blocks[w_name]
             for r in range(W.shape[0]):
                 for s in range(W.shape[0]):
-                    dW, dO = zero[w_name].clone(), zero[o_name].clone()
+                    dW = zero[w_name].clone()
                     dW[r] = W[s]
-                    dO[:, s] = ops.neg(O[:, r])
-                    parts = {w_name: dW, o_name: dO}
+                    parts = {w_name: dW}
+                    for name in outs:
+                        parts[name] = zero[name].clone()
+                        parts[name][:, s] = ops.neg(blocks[name][:, r])
                     for name in _bias(blocks, f"bv_{i}_{h}"):
                         parts[name] = zero[name].clone()
                         parts[name][r] = blocks[name][s]
@@ -229,7 +247,14 @@ def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
 def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                             put) -> None:
     """3. per-head rescaling: Q -> c Q, value -> value / c (lightning; with kv_heads every query
-    of a group against the group's value; biases follow their maps)."""
+    of a group against the group's value; biases follow their maps). With gqa per head:
+    K_h -> c K_h (and bk_h), O_h -> O_h / c, head h being O_h W_g Z S_h with S_h linear in K_h."""
+    if arch.gqa:
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            parts = {name: blocks[name].clone() for name in [f"K_{i}_{h}"] + _bias(blocks, f"bk_{i}_{h}")}
+            parts[f"O_{i}_{h}"] = ops.neg(blocks[f"O_{i}_{h}"])
+            put(parts)
+        return
     for g, heads in _groups(arch, i):
         w_name, _ = _value_names(blocks, i, g)
         parts = {}
@@ -239,6 +264,31 @@ def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i
         for name in [w_name] + _bias(blocks, f"bv_{i}_{g}"):
             parts[name] = ops.neg(blocks[name])
         put(parts)
+
+
+def _sum(terms: list[torch.Tensor], ops: TangentOps) -> torch.Tensor:
+    """terms[0] + terms[1] + ... in the arithmetic of `ops`."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = ops.add(total, term)
+    return total
+
+
+def gqa_head_mixing_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                             put) -> None:
+    """3'. gqa head mixing (lightning, gqa): a group's heads sum to sum_h O_h X K_h with
+    X = W_g Z (Q_g Z)^T (scores linear in k = K_h z + bk_h), so for heads h != k of one group
+    O_h -> O_h + e O_k, K_k -> K_k - e K_h (and bk_k - e bk_h) leaves it unchanged: the
+    off-diagonal of GL(n_g) on the pairs (O_h, K_h), whose diagonal is the per-head rescaling."""
+    for _, heads in _groups(arch, i):
+        for h in heads:
+            for k in heads:
+                if h != k:
+                    parts = {f"O_{i}_{h}": blocks[f"O_{i}_{k}"].clone()}
+                    for kind in ("K", "bk"):
+                        if f"{kind}_{i}_{k}" in blocks:
+                            parts[f"{kind}_{i}_{k}"] = ops.neg(blocks[f"{kind}_{i}_{h}"])
+                    put(parts)
 
 
 def query_sum_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
@@ -265,8 +315,9 @@ def query_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
                         put) -> None:
     """15. softmax query bias: scores_ji = (Q z_j + bq)^T k_i and the softmax normalises over
     the aggregated token j; bq^T k_i does not depend on j, so every bq entry is a symmetry
-    direction (causal too: the constant is over j <= i)."""
-    for h in range(1, arch.head_counts[i - 1] + 1):
+    direction (causal too: the constant is over j <= i). With gqa the groups' bq_g (transformers'
+    key bias)."""
+    for h in range(1, (arch.kv_heads if arch.gqa else arch.head_counts)[i - 1] + 1):
         name = f"bq_{i}_{h}"
         for r in range(blocks[name].shape[0]):
             d = zero[name].clone()
@@ -278,7 +329,8 @@ def value_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
                         put) -> None:
     """16. softmax value bias beside the output bias: softmax columns sum to 1, so a head adds
     its value bias (O_g bv_g with value widths) to every output token, as bo_i does:
-    bv_g -> bv_g + x, bo_i -> bo_i - n_g x (O_g x), n_g the heads of group g."""
+    bv_g -> bv_g + x, bo_i -> bo_i - n_g x (O_g x), n_g the heads of group g; with gqa
+    bo_i -> bo_i - sum_h O_h x over the heads of the group."""
     for g, heads in _groups(arch, i):
         w_name, o_name = _value_names(blocks, i, g)
         name = f"bv_{i}_{g}"
@@ -287,8 +339,10 @@ def value_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
             d[r] = 1
             column = blocks[o_name][:, r] if w_name != o_name else torch.eye(
                 blocks[name].shape[0], dtype=d.dtype)[r]
+            column = ops.times(len(heads), column) if not arch.gqa else _sum(
+                [blocks[f"O_{i}_{h}"][:, r] for h in heads], ops)
             out = zero[f"bo_{i}"].clone()
-            out[:, 0] = ops.neg(ops.times(len(heads), column))
+            out[:, 0] = ops.neg(column)
             put({name: d, f"bo_{i}": out})
 
 
@@ -767,8 +821,9 @@ def _mlp_readers(arch: Architecture, i: int) -> list[str]:
 def _head_writers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """The blocks attention i writes the stream with through their rows: each group's value
     output (V_g or O_g), the unfactored value biases bv_g (d_i x 1, mixed by the scores like
-    V_g z) and the output bias bo_i."""
-    writers = [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)]
+    V_g z) and the output bias bo_i; with gqa every head's O_h (bv_g is read through them)."""
+    writers = ([f"O_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)] if arch.gqa
+               else [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)])
     if f"V_{i}_1" in blocks:
         writers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
     return writers + _bias(blocks, f"bo_{i}")
@@ -975,18 +1030,20 @@ def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, 
     """QK-norm gain balance: qn -> c qn, kn -> kn / c on one unrotated coordinate, or on both
     coordinates of a rotated pair (a scalar on a pair commutes with its rotations): the score
     (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention. With kv_heads the heads
-    of a group share kn_g: c scales every query gain of the group."""
+    of a group share kn_g: c scales every query gain of the group; with gqa the group's qn_g
+    against every head's kn_h."""
     pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
     a = arch.keys[i - 1]
     coords = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
     for g, heads in _groups(arch, i):
-        kn = f"kn_{i}_{g}"
+        shared, own = ("qn", "kn") if arch.gqa else ("kn", "qn")
+        kn = f"{shared}_{i}_{g}"
         for coord in coords:
             parts = {kn: zero[kn].clone()}
             for c in coord:
                 parts[kn][c] = ops.neg(blocks[kn][c])
             for h in heads:
-                qn = f"qn_{i}_{h}"
+                qn = f"{own}_{i}_{h}"
                 parts[qn] = zero[qn].clone()
                 for c in coord:
                     parts[qn][c] = blocks[qn][c]

@@ -30,6 +30,7 @@ from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
 _DECODER = "docs/decoder_features.md"
+_GQA = "docs/decoder_features.md#transformers-grouped-query-attention-gqa"
 _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
@@ -185,6 +186,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("per-head rescaling", False, lambda a: _lightning(a) and not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling", act=actions.rescale_head),
+    Family("gqa head mixing", False, lambda a: _lightning(a) and a.gqa and not a.qk_norm,
+           _GQA, at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
+           build=c.gqa_head_mixing_tangents),
     Family("head mixing", False, lambda a: _lightning(a) and not a.bias and not a.qk_norm,
            _BLOCKS,
            at_layer=lambda a, i: (a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
@@ -260,7 +264,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: (a.attention == "softmax" and a.bias and a.positions != "rope"
                       and not a.qk_norm),
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.query_bias_tangents,
-           generic_count=lambda a: sum(H * k for H, k in zip(a.head_counts, a.keys)),
+           generic_count=lambda a: sum(H * k for H, k in zip(a.kv_counts if a.gqa else a.head_counts,
+                                                             a.keys)),
            move="query bias shift", act=actions.shift_query_bias),
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
@@ -291,21 +296,44 @@ FAMILIES: tuple[Family, ...] = (
 def _unproved_with(name: str, arch: Architecture) -> bool:
     """True where a converter feature (issue 22) breaks the assumptions of family `name`'s
     construction: layernorm biases (the norm families move gains and readers, not a bias after
-    the gain), transformers' grouping `gqa` (per-group Q and W, per-head K and O: only the MLP
-    and final-gain families are built for it), q/k/v biases without b_o (the families that move
-    b_o), an embedding scale (the stream families move E with the readers). Such a family is
+    the gain), transformers' grouping `gqa` (per-group Q and W, per-head K and O: only the
+    families of `_GQA_PROVED` are built and proved for it, docs/decoder_features.md), q/k/v
+    biases without b_o (the families that move b_o), an embedding scale (the stream families move E with the readers). Such a family is
     left out: the bound stays open (lower-bound), never a wrong one."""
-    if arch.gqa and name not in ("MLP neuron rescaling", "final norm gain"):
+    if arch.gqa and name not in _GQA_PROVED:
         return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
         return True
     # They move E (with L, T or the readers), built for an unscaled embedding.
     if arch.embed_scale != 1.0 and any(w in name for w in _MOVES_EMBEDDING):
         return True
-    # They move b_o (or may: the shifts written back to the stream), built with it present.
+    # They move b_o (or may: the shifts written back to the stream), built with it present. With
+    # gqa the basis changes, rotations and layernorm shifts of a residual stream move b_o only as
+    # one more writer (by rows, like O_h), so they hold without it (docs/decoder_features.md).
+    if arch.gqa and name in _STREAM_CHANGES:
+        return False
     return arch.bias and not arch.out_bias and any(w in name for w in _MOVES_OUTPUT_BIAS)
 
 
+# The families built for `gqa` (a gqa branch in their construction, or blocks they move alike):
+# per-group GL(a) and its rotary commutant (Q_g, every K_h of the group), per-group GL(v) (W_g,
+# every O_h), per-head rescaling (lightning: K_h, O_h), the softmax query bias (bq_g), the QK-norm
+# gain balance (qn_g, every kn_h), the norm gains and layernorm means (their readers K_h, Q_g,
+# W_g), the MLP's neurons and the final gain, and the stream's families, which move its writers
+# (every head's O_h and bo_i) by rows and its readers (K_h, Q_g, W_g) by columns, their biases
+# after them (docs/decoder_features.md, the `gqa` section). Not the native grouping's families
+# (head mixing between groups, grouped query sums) nor the one-token ones (built on Q_h, K_g).
+_GQA_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+               "per-head rescaling", "gqa head mixing", "softmax query bias",
+               "value bias beside output bias", "QK-norm gain balance", "norm gain rescaling",
+               "layernorm mean directions", "MLP neuron rescaling", "final norm gain",
+               "stream basis at the embedding and logits", "stream rotations behind norms",
+               "stream shifts behind layernorm", "between-layer GL", "unseen directions",
+               "layernorm shifts", "norm rotations", "layernorm shifts at the ends",
+               "norm rotations at the ends", "output bias into readers' biases",
+               "input shift into readers' biases", "embedding shift into positions")
+_STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations behind norms",
+                   "stream shifts behind layernorm")
 _MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
 _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
 
