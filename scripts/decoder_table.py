@@ -143,9 +143,11 @@ def grouping_table(measured) -> str:
 # keys 2 (one rotated pair; 4 for the partial-rotary NeoX row), 2 heads, t = 3, vocabulary 8
 # (above d + 2: not a small vocabulary), and the Falcon row again with 16 token ids.
 MODEL_ROWS: tuple[tuple[str, dict], ...] = (
+    # Grouped rows in transformers' layout (`gqa`: the group shares the paper's Q and W, each
+    # head keeps its K and O; docs/decoder_features.md#transformers-grouped-query-attention-gqa).
     ("mini Llama: causal, rope, 1 key/value head, gated MLP, residual, untied logits",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
-          residual=True, mlp=3, mlp_kind="gated", vocab=8)),
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+          positions="rope", residual=True, mlp=3, mlp_kind="gated", vocab=8)),
     ("mini GPT-2: causal, learned positions, biases, MLP biases, residual, tied logits",
      dict(widths=(4, 4), keys=2, tokens=3, heads=2, causal=True, positions="learned", bias=True,
           residual=True, mlp=3, mlp_bias=True, vocab=8, tied=True)),
@@ -153,13 +155,13 @@ MODEL_ROWS: tuple[tuple[str, dict], ...] = (
      dict(widths=(4, 4), keys=4, tokens=3, heads=2, causal=True, positions="rope", rope_pairs=1,
           parallel=True, residual=True, mlp=3, bias=True, mlp_bias=True, vocab=8)),
     ("mini Falcon: causal, rope, 1 key/value head, parallel, untied logits",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
-          parallel=True, residual=True, mlp=3, vocab=8)),
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+          positions="rope", parallel=True, residual=True, mlp=3, vocab=8)),
     # The same with 16 token ids: the finite-vocabulary gap of its parallel MLP closes
     # (docs/decoder_features.md#combined-features).
     ("mini Falcon, 16 token ids",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, causal=True, positions="rope",
-          parallel=True, residual=True, mlp=3, vocab=16)),
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+          positions="rope", parallel=True, residual=True, mlp=3, vocab=16)),
 )
 
 
