@@ -165,6 +165,46 @@ MODEL_ROWS: tuple[tuple[str, dict], ...] = (
 )
 
 
+# Transformers' grouped-query layout (`gqa`): 2 heads sharing 1 key/value group, value width 2,
+# keys 2, t = 3; the Llama shape adds causal rotary positions, rmsnorm, a gated silu MLP of 3,
+# a vocabulary of 6 and a final norm (softmax only: rmsnorm is not polynomial either way).
+GQA = dict(heads=2, kv_heads=1, values=2, gqa=True, keys=2, tokens=3)
+LLAMA_SHAPE = dict(GQA, attention="softmax", residual=True, norm="rmsnorm", mlp=3,
+                   mlp_kind="gated", activation="silu", positions="rope", causal=True, vocab=6,
+                   final_norm=True)
+GQA_ROWS: tuple[tuple[str, tuple[str, ...], dict], ...] = (
+    ("widths 3,3", ("lightning", "softmax"), dict(GQA, widths=(3, 3))),
+    ("widths 3,3, biases", ("lightning", "softmax"), dict(GQA, widths=(3, 3), bias=True)),
+    ("widths 3,3, rotary", ("lightning", "softmax"), dict(GQA, widths=(3, 3), positions="rope")),
+    ("widths 3,3,3, residual", ("lightning", "softmax"), dict(GQA, widths=(3, 3, 3), residual=True)),
+    ("widths 3,3, vocab 5", ("lightning",), dict(GQA, widths=(3, 3), vocab=5)),
+    ("Llama-shaped: widths 4,4, causal, rotary, rmsnorm, gated silu MLP 3, vocab 6, final norm",
+     ("softmax",), dict(LLAMA_SHAPE, widths=(4, 4))),
+    ("Qwen2-shaped: the same with q/k/v biases, no $b_o$, rope base $10^4$", ("softmax",),
+     dict(LLAMA_SHAPE, widths=(4, 4), bias=True, out_bias=False, rope_base=1e4)),
+    ("the Llama shape, widths 4,4,4, tied logits", ("softmax",),
+     dict(LLAMA_SHAPE, widths=(4, 4, 4), tied=True)),
+)
+
+
+def gqa_rows() -> list[tuple[str, int, dict]]:
+    """(network, params, {attention: measurement}) of every gqa row."""
+    out = []
+    for label, attentions, options in GQA_ROWS:
+        measured = {a: measure(Architecture(**{**options, "attention": a})) for a in attentions}
+        out.append((label, next(iter(measured.values()))["params"], measured))
+    return out
+
+
+def gqa_table(measured) -> str:
+    lines = ["| network | params | lightning | softmax |", "|---|---|---|---|"]
+    for label, params, by_attention in measured:
+        cells = [f"{m['dim']} ({m['status']})" if (m := by_attention.get(a)) else ""
+                 for a in ("lightning", "softmax")]
+        lines.append(f"| {label} | {params} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def model_rows() -> list[tuple[str, str, dict]]:
     """(row name, attention, measurement) of every model row, lightning then softmax (gelu MLPs
     for the GPT rows, silu for the others)."""
@@ -181,3 +221,5 @@ if __name__ == "__main__":
     print(causal_table(causal_rows()))
     print()
     print(grouping_table(grouping_rows()))
+    print()
+    print(gqa_table(gqa_rows()))

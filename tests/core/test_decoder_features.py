@@ -325,7 +325,7 @@ def test_rank_and_fiber_read_decoder_weight_files(tmp_path, capsys):
 
 
 def test_docs_tables_are_what_the_script_computes():
-    """Every row of docs/decoder_features.md's four decoder tables is recomputed
+    """Every row of docs/decoder_features.md's decoder tables is recomputed
     (scripts/decoder_table.py)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -337,7 +337,8 @@ def test_docs_tables_are_what_the_script_computes():
             ("decoder_table", lambda: decoder_table.table(decoder_table.rows())),
             ("causal_table", lambda: decoder_table.causal_table(decoder_table.causal_rows())),
             ("grouping_table", lambda: decoder_table.grouping_table(decoder_table.grouping_rows())),
-            ("models_table", lambda: decoder_table.table(decoder_table.model_rows()))):
+            ("models_table", lambda: decoder_table.table(decoder_table.model_rows())),
+            ("gqa_table", lambda: decoder_table.gqa_table(decoder_table.gqa_rows()))):
         block = re.search(rf"<!-- {marker} -->\n(.*?)\n<!-- /{marker} -->", page, re.S)
         assert block is not None, marker
         assert block.group(1).strip() == text().strip(), marker
