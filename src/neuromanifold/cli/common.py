@@ -76,13 +76,6 @@ def parse_per_layer(name: str, text: str, example: str) -> int | tuple[int, ...]
     return values[0] if len(values) == 1 else values
 
 
-def build_architecture(widths: str, keys: str, tokens: int, attention: str,
-                       temperature: float = 1.0) -> Architecture:
-    """An Architecture from CLI strings (validated by Architecture itself)."""
-    return Architecture(parse_int_list("widths", widths, "5,3,3,5"),
-                        parse_per_layer("keys", keys, "2,2,2"), tokens, attention.lower(), temperature)
-
-
 def build_block_architecture(widths: str, keys: str, tokens: int, attention: str,
                              temperature: float = 1.0, *, heads: str | None = None,
                              values: str | None = None, residual: bool = False,
