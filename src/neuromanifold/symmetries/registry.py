@@ -300,6 +300,8 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
     families of `_GQA_PROVED` are built and proved for it, docs/decoder_features.md), q/k/v
     biases without b_o (the families that move b_o), an embedding scale (the stream families move E with the readers). Such a family is
     left out: the bound stays open (lower-bound), never a wrong one."""
+    if _bert_unproved(name, arch):
+        return True
     if arch.gqa and name not in _GQA_PROVED:
         return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
@@ -336,6 +338,23 @@ _STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations
                    "stream shifts behind layernorm")
 _MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
 _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
+
+
+def _bert_unproved(name: str, arch: Architecture) -> bool:
+    """True for a family not built and proved for BERT's options (post-norm blocks, an
+    embedding norm, token types, the hidden state as output): only the families acting inside
+    one sub-layer (whose output they keep exactly, whatever surrounds it) and the post-norm
+    families (docs/decoder_features.md#post-norm-blocks-bert) are."""
+    bert = (arch.post_norm or arch.embed_norm or arch.token_types is not None
+            or arch.hidden_output)
+    return bert and name not in _BERT_PROVED
+
+
+# Families that act inside one attention or MLP sub-layer and keep its output exactly.
+_BERT_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+                "per-head rescaling", "gqa head mixing", "softmax query bias",
+                "value bias beside output bias", "QK-norm gain balance", "MLP neuron rescaling",
+                "grouped query sums")
 
 
 FAMILIES = tuple(replace(f, applies=lambda a, f=f: f.applies(a) and not _unproved_with(f.name, a))
