@@ -6,12 +6,12 @@ converted from transformers reads `certified` at BERT's eps 1e-12 with the famil
 
 from __future__ import annotations
 
-import warnings
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 
-from neuromanifold import neuromanifold_dim
 from neuromanifold.core.architecture import Architecture
 from neuromanifold.core.blocks import flatten_blocks, random_block_weights
 from neuromanifold.dimension.fp_dual import fp_ops, random_blocks_mod_p
@@ -107,3 +107,28 @@ def test_default_draws_unchanged_by_the_new_fields():
                         vocab=5, post_norm=True)
     a, b = random_block_weights(arch, 3), random_block_weights(post, 3)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _script():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bert_table.py"
+    spec = importlib.util.spec_from_file_location("bert_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shrunk_bert_is_certified_at_its_eps_with_the_families_count():
+    """A BertModel converted from transformers (hidden 4, 2 heads, 1 and 2 layers, V = 7 above
+    hidden + 2, 2 token types, t = 3, eps 1e-12): the certified path proves the dimension, and it
+    equals the parameters less the families' rank; the float reading, which misses the
+    eps-limited directions (one per norm), is not settled. The page's table is this one."""
+    pytest.importorskip("transformers")
+    script = _script()
+    rows = [script.row(size) for size in range(len(script.SIZES))]
+    for (_, values), norms in zip(rows, (3, 5)):
+        assert values["status"] == "certified"
+        assert values["lower"] == values["upper"] == values["count"]
+        assert values["float_status"] != "settled"
+        assert values["float_rank"] == values["count"] - norms   # one eps direction per norm
+    assert [v["count"] for _, v in rows] == [123, 208]
+    assert script.table([text for text, _ in rows]) == script.page_block()

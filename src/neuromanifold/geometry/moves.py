@@ -26,7 +26,7 @@ from ..core.checks import bad_value, check_choice, check_int, check_positive_flo
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
-from ..core.tokens import one_hot, symbol_inputs
+from ..core.tokens import symbol_inputs
 from ..symmetries.actions import commutes_with_rotations, group_heads
 from ..symmetries.actions import head_value as _value
 from ..symmetries.registry import action, families_for
