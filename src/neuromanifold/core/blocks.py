@@ -26,6 +26,10 @@ queries and keys, token i by R^i (`core.positions`), before the scores; QK-norm 
 head's queries and keys (gains qn_i_h, kn_i_h) before that; a final norm (gain f) acts after
 the last layer, before the logits; parallel blocks feed the MLP the layer's input:
 Z + att(Z) + mlp(Z).
+BERT's options (docs/decoder_features.md#post-norm-blocks-bert): post_norm normalises after each
+residual sum, N(Z + att(Z)) by g_i (c_i) and N(Y + mlp(Y)) by n_i (cn_i); embed_norm normalises
+the summed embedding (ge, ce); token_types adds Ty^T X_type, the input being the token's one-hot
+rows stacked on its type's (V + T_types rows); hidden_output returns the last hidden state.
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
 never with fused kernels, so forward- and reverse-mode autodiff both apply.
 """

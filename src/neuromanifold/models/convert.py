@@ -23,7 +23,9 @@ The correspondence, per layer and head (transformers names -> native blocks):
 - E the token embedding, T the first t rows of a learned position table (transposed), L the
   untied lm_head (tied models reuse E).
 
-Families: gpt2, llama, mistral, qwen2 (others: one line naming these). transformers is imported
+Families: gpt2, llama, mistral, qwen2, gpt_neox, gemma, and bert (BertModel's last hidden state
+of (token id, type id) sequences: post-norm blocks, an embedding norm, token types,
+`hidden_output`); others: one line naming these. transformers is imported
 by nothing here: `from_transformers` reads the module it is given.
 """
 
