@@ -35,6 +35,13 @@ NETWORKS = [
     dict(widths=(4, 4), keys=2, tokens=3, mlp=3, attention="softmax", heads=2, values=2,
          residual=True, activation="tanh", norm="layernorm", positions="learned", vocab=6,
          post_norm=True, embed_norm=True, token_types=3, hidden_output=True),
+    # transformers' grouping, a gated MLP in layer 1 only, logits, no embedding norm
+    dict(widths=(4, 4, 4), keys=2, tokens=3, attention="softmax", heads=2, kv_heads=1, values=2,
+         gqa=True, residual=True, mlp=(3, 0), mlp_kind="gated", activation="silu",
+         norm="layernorm", bias=True, mlp_bias=True, norm_bias=True, post_norm=True, vocab=6),
+    # lightning, unfactored values with biases, causal, no vocabulary
+    dict(widths=(3, 3, 3), keys=2, tokens=3, residual=True, norm="layernorm", norm_bias=True,
+         bias=True, mlp=2, mlp_bias=True, causal=True, post_norm=True),
 ]
 
 
@@ -56,7 +63,7 @@ def test_post_norm_tangents_are_in_the_kernel_and_counts_are_their_ranks(options
     rows, by_family = _rows(arch, blocks)
     assert (J @ rows.T).abs().max() < 1e-12 * J.abs().max() * rows.abs().max()
     built = [name for name in POST_NORM if by_family.get(name, torch.zeros(0)).shape[0]]
-    assert built == [name for name in POST_NORM if arch.norm_bias or name != POST_NORM[0]]
+    assert built == [name for name in POST_NORM if family(name).applies(arch)]
     for name in built:
         assert torch.linalg.matrix_rank(by_family[name]).item() == family(name).count(arch), name
     # mod p, at the certified path's random residues
