@@ -45,6 +45,7 @@ class TokenInputs:
     def __init__(self, arch: Architecture, gen: torch.Generator):
         self.vocab, self.tokens, self.width = arch.input_symbols, arch.tokens, arch.widths[0]
         self.arch = arch
+        self._label = "V^t" if arch.token_types is None else "(V T)^t"
         self.total = arch.n_sequences
         self.gen = gen
         self.used = 0
@@ -98,10 +99,10 @@ class TokenInputs:
                      "count of the stream's symmetries applies: the rank is measured, not a "
                      "closed form")
         if self.exhausted:
-            return (f"finite inputs: every one of the V^t = {self.vocab}^{self.tokens} = "
+            return (f"finite inputs: every one of the {self._label} = {self.vocab}^{self.tokens} = "
                     f"{self.total} token sequences used (the rank is over the whole input set)"
                     + small)
-        return (f"finite inputs: {self.used} of the V^t = {self.vocab}^{self.tokens} = {self.total} "
+        return (f"finite inputs: {self.used} of the {self._label} = {self.vocab}^{self.tokens} = {self.total} "
                 "token sequences used, distinct, every token id in at least two of them, the "
                 "rest in a seeded random order" + small)
 
