@@ -94,6 +94,17 @@ def test_guards_keep_unproved_families_off_bert_networks():
                                                       "post-norm write means"}
 
 
+def test_tied_logits_keep_the_embedding_families_off():
+    """Tied logits read E: moving its rows (the embedding norm's means, the token types' move)
+    would change them, so neither family applies."""
+    arch = Architecture(widths=(4, 4), keys=2, tokens=3, attention="softmax", residual=True,
+                        mlp=3, norm="layernorm", post_norm=True, vocab=6, tied=True,
+                        embed_norm=True, token_types=2)
+    names = {f.name for f in families_for(arch)}
+    assert not names & {"embedding norm means", "token types beside the embedding"}
+    assert "post-norm readers' means" in names
+
+
 @pytest.mark.parametrize("options, word", [
     (dict(post_norm=True), "post_norm"),
     (dict(embed_norm=True, norm="layernorm", residual=True), "embed_norm"),

@@ -433,7 +433,7 @@ _POST_NORM_FAMILIES = (
            lambda a: a.post_norm and a.norm == "layernorm", _POST_NORM,
            build=c.post_norm_write_tangents, generic_count=_post_norm_write_count),
     Family("embedding norm means", False,
-           lambda a: a.embed_norm and a.norm == "layernorm", _POST_NORM,
+           lambda a: a.embed_norm and a.norm == "layernorm" and not a.tied, _POST_NORM,
            build=c.embedding_norm_tangents,
            generic_count=lambda a: a.vocab + (a.token_types or 0)
            + (a.tokens if a.positions == "learned" else 0)),
