@@ -150,3 +150,14 @@ def test_shrunk_bert_is_certified_at_its_eps_with_the_families_count():
         assert values["float_rank"] == values["count"] - norms   # one eps direction per norm
     assert [v["count"] for _, v in rows] == [123, 208]
     assert script.table([text for text, _ in rows]) == script.page_block()
+
+
+def test_rank_at_the_converted_berts_own_weights_is_certified():
+    """At the transformers model's own weights (not a random point): the ball path proves the
+    rank 123 = the families' count, where float64 alone reads 120 (the eps-limited directions)."""
+    pytest.importorskip("transformers")
+    from neuromanifold import rank_at_point
+
+    _, arch, blocks = _script().shrunk_bert(0)
+    point = rank_at_point(arch, blocks, method="certified")
+    assert (point.status, point.lower_bound, point.upper_bound) == ("certified", 123, 123)
