@@ -55,6 +55,14 @@ GEMMA_SIZES = [dict(hidden_size=12, num_attention_heads=2, num_key_value_heads=1
                     num_hidden_layers=1, intermediate_size=5, vocab_size=11)]
 
 
+BERT_SIZES = [dict(hidden_size=4, num_attention_heads=2, num_hidden_layers=1, intermediate_size=5,
+                   vocab_size=7),
+              dict(hidden_size=8, num_attention_heads=2, num_hidden_layers=2, intermediate_size=12,
+                   vocab_size=11),
+              dict(hidden_size=6, num_attention_heads=3, num_hidden_layers=2, intermediate_size=7,
+                   vocab_size=9)]
+
+
 def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):
     """transformers' eager attention in float64 throughout; explicit, never fused."""
     n = query.shape[1] // key.shape[1]
@@ -178,6 +186,29 @@ def gemma_case(size: int):
     return model, arch, blocks, ids
 
 
+def bert_case(size: int):
+    """(model, arch, blocks, ids, type_ids) of BertModel at BERT_SIZES[size] (no pooler; 2 token
+    types, eps 1e-12), t = 3 + size."""
+    import transformers  # noqa: PLC0415
+
+    config = transformers.BertConfig(max_position_embeddings=8, type_vocab_size=2,
+                                     **BERT_SIZES[size])
+    model = random_model(lambda c: transformers.BertModel(c, add_pooling_layer=False), config,
+                         seed=40 + size)
+    t = 3 + size
+    arch, blocks = from_transformers(model, t)
+    gen = torch.Generator().manual_seed(size)
+    ids = torch.randint(0, config.vocab_size, (4, t), generator=gen)
+    return model, arch, blocks, ids, torch.randint(0, 2, (4, t), generator=gen)
+
+
+def bert_difference(model, arch, blocks, ids, type_ids) -> float:
+    """max |last hidden state - native hidden state| (BertModel has no logits)."""
+    with torch.no_grad():
+        out = model(input_ids=ids, token_type_ids=type_ids).last_hidden_state
+        return (out.transpose(1, 2) - hidden_state(arch, blocks, ids, type_ids)).abs().max().item()
+
+
 def _bound(x: float) -> str:
     """Coarse on purpose: the page must not depend on a platform's last bits."""
     for bound in (1e-13, 1e-4):
@@ -204,6 +235,11 @@ def table() -> str:
         dl, dh = differences(model, arch, blocks, ids)
         rows.append(f"| {family} | `{arch}` | {arch.n_params} | {arch.tokens} | {_bound(dl)} | "
                     f"{_bound(dh)} | {raw} |")
+    for size in range(len(BERT_SIZES)):
+        model, arch, blocks, ids, type_ids = bert_case(size)
+        dh = bert_difference(model, arch, blocks, ids, type_ids)
+        rows.append(f"| bert | `{arch}` | {arch.n_params} | {arch.tokens} | n/a (BertModel: "
+                    f"no logits) | {_bound(dh)} | n/a (float64) |")
     return "\n".join(rows)
 
 

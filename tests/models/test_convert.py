@@ -71,6 +71,33 @@ def test_gemma_forward_equals_transformers(size):
     assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
 
 
+@pytest.mark.parametrize("size", range(len(CASES.BERT_SIZES)))
+def test_bert_forward_equals_transformers(size):
+    """Post-norm blocks, the embedding norm, token types (random type ids), eps 1e-12, erf GELU:
+    BertModel's last hidden state (no pooler)."""
+    model, arch, blocks, ids, type_ids = CASES.bert_case(size)
+    positions_unused = (model.config.max_position_embeddings - arch.tokens) * arch.widths[0]
+    assert arch.n_params == sum(p.numel() for p in model.parameters()) - positions_unused
+    assert (arch.post_norm, arch.embed_norm, arch.token_types, arch.hidden_output,
+            arch.norm_eps, arch.activation) == (True, True, 2, True, 1e-12, "gelu")
+    assert type_ids.min() == 0 and type_ids.max() == 1
+    assert CASES.bert_difference(model, arch, blocks, ids, type_ids) < ROUND_OFF
+
+
+def test_bert_refusals_are_one_line():
+    config = {"model_type": "bert", "hidden_size": 4, "num_attention_heads": 2,
+              "num_hidden_layers": 1, "intermediate_size": 4, "vocab_size": 7,
+              "max_position_embeddings": 8}
+    for change, word in (({"position_embedding_type": "relative_key"}, "position"),
+                         ({"is_decoder": True}, "position"), ({}, "tokens")):
+        with pytest.raises(InputError, match=word) as info:
+            from_config({**config, **change}, 3 if change else 9)
+        assert "\n" not in str(info.value)
+    arch = from_config(config, 3)
+    with pytest.raises(InputError, match="hidden_state"):
+        logits(arch, {}, torch.zeros((1, 3), dtype=torch.int64))
+
+
 def test_docs_table_is_recomputed():
     assert CASES.table() == CASES.page_block()
 
@@ -81,7 +108,7 @@ def test_rotary_permutation_pairs_f_with_f_plus_r():
 
 
 @pytest.mark.parametrize("change, word", [
-    ({"model_type": "bert"}, "model_type"),
+    ({"model_type": "t5"}, "model_type"),
     ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}}, "rope"),
 ])
 def test_unconverted_configs_are_one_line(change, word):

@@ -78,6 +78,15 @@ def dim(
     gqa: bool = typer.Option(False, "--gqa", help="With --kv-heads and --values: transformers' "
                              "grouped-query attention (a group shares the key and value maps, "
                              "each head keeps its query and output columns)."),
+    post_norm: bool = typer.Option(False, "--post-norm", help="With --residual and --norm: BERT's "
+                                   "post-norm blocks N(Z + att(Z)), N(Y + mlp(Y))."),
+    embed_norm: bool = typer.Option(False, "--embed-norm", help="With --vocab and --norm: a norm "
+                                    "on the summed embedding (BERT)."),
+    token_types: Optional[int] = typer.Option(None, "--token-types", help="With --vocab: T >= 2 "
+                                              "token types, a table added to the embedding; "
+                                              "inputs are (token, type) sequences (BERT: 2)."),
+    hidden_output: bool = typer.Option(False, "--hidden-output", help="With --vocab (untied): the "
+                                       "last hidden state as the output, no logits (BertModel)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -108,7 +117,9 @@ def dim(
     backend = check_backend(backend.lower(), scheduler)
     real = {"norm-bias": (norm_bias, False), "norm-eps": (norm_eps, 1e-5),
             "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
-            "embed-scale": (embed_scale, 1.0)}
+            "embed-scale": (embed_scale, 1.0), "post-norm": (post_norm, False),
+            "embed-norm": (embed_norm, False), "token-types": (token_types, None),
+            "hidden-output": (hidden_output, False)}
     if hf_config is not None or shrink is not None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -154,7 +165,9 @@ def dim(
         from dataclasses import replace  # noqa: PLC0415
 
         arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
-                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale)
+                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale,
+                       post_norm=post_norm, embed_norm=embed_norm, token_types=token_types,
+                       hidden_output=hidden_output)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

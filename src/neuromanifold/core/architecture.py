@@ -25,6 +25,12 @@ _REAL_DEFAULTS = (("norm_bias", False), ("norm_eps", 1e-5), ("rope_base", None),
                   ("gqa", False), ("embed_scale", 1.0))
 
 
+# BERT's options (post-norm blocks, an embedding norm, token types, the last hidden state as
+# the output of a network with a vocabulary) and their defaults, in field order.
+_BERT_DEFAULTS = (("post_norm", False), ("embed_norm", False), ("token_types", None),
+                  ("hidden_output", False))
+
+
 def _broadcast(value: object, n_layers: int) -> object:
     """One integer for every layer -> a tuple of `n_layers` copies; anything else unchanged."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
@@ -95,6 +101,13 @@ class Architecture:
     out_bias: bool = True
     gqa: bool = False
     embed_scale: float = 1.0
+    # BERT (docs/decoder_features.md#post-norm-blocks-bert): Z -> N(Z + att(Z)), Y -> N(Y + mlp(Y));
+    # a norm (ge, ce) on the summed embedding; token types (a table Ty added to the embedding, the
+    # inputs (token id, type id) sequences); the last hidden state as the output (no logits).
+    post_norm: bool = False
+    embed_norm: bool = False
+    token_types: int | None = None
+    hidden_output: bool = False
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -161,6 +174,37 @@ class Architecture:
         self._check_positions(per_layer)
         self._check_decoder_options()
         self._check_real_options()
+        self._check_bert_options()
+
+    def _check_bert_options(self) -> None:
+        """Validate post_norm, embed_norm, token_types and hidden_output (BERT's options)."""
+        for name in ("post_norm", "embed_norm", "hidden_output"):
+            check_bool(name, getattr(self, name), fix=f"Pass {name}=True or False.")
+        if self.post_norm and (self.norm == "none" or not self.residual):
+            raise bad_value("post_norm", "used with residual paths and a norm (Z -> N(Z + att(Z)))",
+                            f"post_norm with residual={self.residual}, norm {self.norm!r}",
+                            "Add --residual and --norm layernorm, or drop --post-norm.")
+        if self.post_norm and (self.parallel or self.qk_norm or self.final_norm):
+            raise bad_value("post_norm", "not combined with parallel, qk_norm or final_norm (BERT "
+                            "has none of them; its last block norm gives the output)",
+                            "post_norm with parallel, qk_norm or final_norm",
+                            "Drop --parallel, --qk-norm and --final-norm, or drop --post-norm.")
+        if self.embed_norm and (self.vocab is None or self.norm == "none"):
+            raise bad_value("embed_norm", "used with a vocabulary and a norm (a norm on the summed "
+                            "embedding)", f"embed_norm with vocab={self.vocab}, norm {self.norm!r}",
+                            "Add --vocab V and --norm layernorm, or drop --embed-norm.")
+        if self.token_types is not None:
+            types = check_int("token_types", self.token_types, minimum=2,
+                              fix="Pass --token-types 2 or more (BERT: 2), or drop it.")
+            if self.vocab is None:
+                raise bad_value("token_types", "used with a vocabulary (a table added to the "
+                                "embedding)", types, "Add --vocab V, or drop --token-types.")
+            object.__setattr__(self, "token_types", types)
+        if self.hidden_output and (self.vocab is None or self.tied):
+            raise bad_value("hidden_output", "used with an untied vocabulary (token inputs, the "
+                            "last hidden state instead of logits)",
+                            f"hidden_output with vocab={self.vocab}, tied={self.tied}",
+                            "Add --vocab V (without --tied), or drop --hidden-output.")
 
     def _check_real_options(self) -> None:
         """Validate norm_bias, norm_eps, rope_base, out_bias and gqa (the converter's features)."""
@@ -279,18 +323,28 @@ class Architecture:
 
     @property
     def input_width(self) -> int:
-        """The rows of one input sequence: V (one-hot token ids) with a vocabulary, else d_0."""
-        return self.vocab if self.vocab is not None else self.widths[0]
+        """The rows of one input sequence: V (one-hot token ids) with a vocabulary (V + T_types:
+        the token's and its type's one-hot columns stacked, with token types), else d_0."""
+        if self.vocab is None:
+            return self.widths[0]
+        return self.vocab + (self.token_types or 0)
 
     @property
     def output_width(self) -> int:
-        """The rows of one output: V (logits) with a vocabulary, else d_l."""
-        return self.vocab if self.vocab is not None else self.widths[-1]
+        """The rows of one output: V (logits) with a vocabulary (d_l with hidden_output), else d_l."""
+        return self.vocab if self.vocab is not None and not self.hidden_output else self.widths[-1]
 
     @property
     def n_sequences(self) -> int | None:
-        """V^t, the number of distinct inputs with a vocabulary (None: a continuum)."""
-        return None if self.vocab is None else self.vocab ** self.tokens
+        """V^t, the number of distinct inputs with a vocabulary ((V T_types)^t with token types;
+        None: a continuum)."""
+        return None if self.vocab is None else self.input_symbols ** self.tokens
+
+    @property
+    def input_symbols(self) -> int | None:
+        """The distinct inputs of one token: V, or V T_types pairs (token id, type id) with token
+        types (None without a vocabulary)."""
+        return None if self.vocab is None else self.vocab * (self.token_types or 1)
 
     @property
     def rotated_pairs(self) -> tuple[int, ...]:
@@ -309,7 +363,8 @@ class Architecture:
                 or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
                 or self.qk_norm or self.final_norm or self.parallel or self.norm_bias
                 or self.rope_base is not None or not self.out_bias or self.gqa
-                or self.embed_scale != 1.0)
+                or self.embed_scale != 1.0
+                or any(getattr(self, name) != default for name, default in _BERT_DEFAULTS))
 
     @property
     def has_decoder_options(self) -> bool:
@@ -383,7 +438,8 @@ class Architecture:
                 mlp = ((3 * deg_w + 4, 3 * deg_x) if self.mlp_kind == "gated"
                        else (2 * deg_w + 3, 2 * deg_x))
                 deg_w, deg_x = ((max(deg_w, mlp[0]), max(deg_x, mlp[1])) if self.residual else mlp)
-        return (deg_w + 1 if self.vocab is not None else deg_w), deg_x   # logits: one more
+        logits = self.vocab is not None and not self.hidden_output
+        return (deg_w + 1 if logits else deg_w), deg_x   # logits: one more
 
     def layer_shapes(self) -> list[dict[str, tuple[int, int]]]:
         """Shapes of (Q_i, K_i, V_i) for each layer i = 1..l."""
@@ -435,6 +491,9 @@ class Architecture:
         for name, default in _REAL_DEFAULTS:
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
+        for name, default in _BERT_DEFAULTS:
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
         return out
 
     def __repr__(self) -> str:
@@ -446,7 +505,7 @@ class Architecture:
                               ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS,
                               ("positions", "none"), ("rope_pairs", None), ("vocab", None),
                               ("tied", False), ("qk_norm", False), ("final_norm", False),
-                              ("parallel", False), *_REAL_DEFAULTS):
+                              ("parallel", False), *_REAL_DEFAULTS, *_BERT_DEFAULTS):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -499,6 +558,10 @@ class Architecture:
             if value != default:
                 text += f" {name}" if value is True else f" {name}={value:g}" if isinstance(
                     value, float) else f" {name}={value}"
+        for name, default in _BERT_DEFAULTS:
+            value = getattr(self, name)
+            if value != default:
+                text += f" {name}" if value is True else f" {name}={value}"
         return text
 
 
@@ -520,6 +583,10 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     each gain, c_i after g_i, cn_i after n_i, cf after f; out_bias=False drops bo_i; gqa
     (transformers' grouped-query attention) has per layer K_i_h (bk_i_h, kn_i_h) for every
     head, then for each group Q_i_g (bq_i_g, qn_i_g), W_i_g (bv_i_g), then O_i_h per head.
+    BERT's options (docs/decoder_features.md#post-norm-blocks-bert): token_types puts Ty
+    (T_types x d_0) after T, embed_norm the embedding norm's gain ge (d_0 x 1) and, with
+    norm_bias, its bias ce after that; post_norm keeps every block's place (g_i, c_i then
+    normalise Z + att(Z), n_i, cn_i the MLP's Y + mlp(Y)); hidden_output drops L.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -534,6 +601,12 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
         add("E", (arch.vocab, arch.widths[0]))
     if arch.positions == "learned":
         add("T", (arch.widths[0], arch.tokens))
+    if arch.token_types is not None:        # BERT: the token-type table, then the embedding norm
+        add("Ty", (arch.token_types, arch.widths[0]))
+    if arch.embed_norm:
+        add("ge", (arch.widths[0], 1))
+        if arch.norm_bias:
+            add("ce", (arch.widths[0], 1))
     for i, (a, d_in, d_out) in enumerate(zip(arch.keys, arch.widths[:-1], arch.widths[1:]), start=1):
         if arch.norm != "none":
             add(f"g_{i}", (d_in, 1))
@@ -598,7 +671,7 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
         add("f", (arch.widths[-1], 1))
         if arch.norm_bias:
             add("cf", (arch.widths[-1], 1))
-    if arch.vocab is not None and not arch.tied:
+    if arch.vocab is not None and not arch.tied and not arch.hidden_output:
         add("L", (arch.vocab, arch.widths[-1]))
     return layout
 

@@ -26,6 +26,10 @@ queries and keys, token i by R^i (`core.positions`), before the scores; QK-norm 
 head's queries and keys (gains qn_i_h, kn_i_h) before that; a final norm (gain f) acts after
 the last layer, before the logits; parallel blocks feed the MLP the layer's input:
 Z + att(Z) + mlp(Z).
+BERT's options (docs/decoder_features.md#post-norm-blocks-bert): post_norm normalises after each
+residual sum, N(Z + att(Z)) by g_i (c_i) and N(Y + mlp(Y)) by n_i (cn_i); embed_norm normalises
+the summed embedding (ge, ce); token_types adds Ty^T X_type, the input being the token's one-hot
+rows stacked on its type's (V + T_types rows); hidden_output returns the last hidden state.
 Each block is flattened row-major. The forward pass is written out with einsum and matmul,
 never with fused kernels, so forward- and reverse-mode autodiff both apply.
 """
@@ -96,8 +100,8 @@ def flatten_blocks(arch: Architecture, blocks: dict[str, torch.Tensor]) -> torch
 def _scale(name: str, shape: tuple[int, int], arch: Architecture, layer: int) -> float:
     """Standard deviation of a random block: O(1) inputs give O(1) outputs (as `weight_scales`)."""
     kind = name.split("_")[0]
-    if kind in ("T", "E"):
-        return 1.0  # positions and embeddings of the size of N(0, 1) inputs
+    if kind in ("T", "E", "Ty"):
+        return 1.0  # positions, embeddings and token types of the size of N(0, 1) inputs
     if kind == "L":
         return 1.0 / math.sqrt(shape[1])
     d_in = arch.widths[layer - 1]
@@ -308,14 +312,22 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         out = ops.norm(Z, blocks[gain], arch.norm, arch.norm_eps)
         return ops.shift(out, blocks[bias]) if arch.norm_bias else out
 
-    Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
+    if arch.token_types is None:
+        Z = X if arch.vocab is None else ops.embed(blocks["E"], X)
+    else:                           # BERT: E^T X_token + Ty^T X_type, the one-hot rows stacked
+        V = arch.vocab
+        Z = ops.add(ops.embed(blocks["E"], _input_rows(X, 0, V)),
+                    ops.embed(blocks["Ty"], _input_rows(X, V, V + arch.token_types)))
     if arch.embed_scale != 1.0:                             # Gemma: sqrt(d) E^T X
         Z = ops.scale(Z, arch.embed_scale)
     if arch.positions == "learned":
         Z = ops.shift(Z, blocks["T"])
+    if arch.embed_norm:                                     # BERT: a norm on the embedding sum
+        Z = normed(Z, "ge", "ce")
+    pre = arch.norm != "none" and not arch.post_norm        # the norms read by the sub-layers
     rotated = arch.rotated_pairs if arch.tokens > 1 else (0,) * arch.n_layers
     for i in range(1, arch.n_layers + 1):
-        Zn = normed(Z, f"g_{i}", f"c_{i}") if arch.norm != "none" else Z
+        Zn = normed(Z, f"g_{i}", f"c_{i}") if pre else Z
         out, values = None, {}
         for h in range(1, arch.head_counts[i - 1] + 1):
             g = arch.group_of(i, h)      # h itself without kv_heads
@@ -352,9 +364,11 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         if f"bo_{i}" in blocks:
             out = ops.shift(out, blocks[f"bo_{i}"])
         Z_in, Z = Z, (ops.add(Z, out) if arch.residual else out)
+        if arch.post_norm:                                  # BERT: N(Z + att(Z))
+            Z = normed(Z, f"g_{i}", f"c_{i}")
         if arch.mlp_widths[i - 1] > 0:
             Y = Z_in if arch.parallel else Z               # parallel: the MLP reads the input too
-            Yn = normed(Y, f"n_{i}", f"cn_{i}") if arch.norm != "none" else Y
+            Yn = normed(Y, f"n_{i}", f"cn_{i}") if pre else Y
             if arch.mlp_kind == "gated":
                 hidden = ops.mul(ops.activate(affine(f"G_{i}", Yn, f"bg_{i}"), arch.activation),
                                  affine(f"P_{i}", Yn, f"bp_{i}"))
@@ -362,11 +376,21 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
                 hidden = ops.activate(affine(f"P_{i}", Yn, f"bp_{i}"), arch.activation)
             out = affine(f"U_{i}", hidden, f"bu_{i}")
             Z = ops.add(Z, out) if arch.residual else out
+            if arch.post_norm:                              # BERT: N(Y + mlp(Y))
+                Z = normed(Z, f"n_{i}", f"cn_{i}")
     if arch.final_norm:
         Z = normed(Z, "f", "cf")
-    if arch.vocab is not None:                              # logits L Z, or E Z when tied
+    if arch.vocab is not None and not arch.hidden_output:   # logits L Z, or E Z when tied
         Z = ops.linear(blocks["E" if arch.tied else "L"], Z)
     return Z
+
+
+def _input_rows(X, start: int, stop: int):
+    """Rows start..stop-1 of an input (..., rows, t): a tensor, an object array or an input
+    `Dual` of any arithmetic (inputs carry no tangents; a Dual's are cut alike)."""
+    if isinstance(X, Dual):
+        return Dual(X.x[..., start:stop, :], None if X.dx is None else X.dx[..., start:stop, :])
+    return X[..., start:stop, :]
 
 
 def block_forward_flat(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -> torch.Tensor:

@@ -220,7 +220,7 @@ def ambient_bound(arch: Architecture) -> int | None:
     logits, so the map lies in R^{V^t V t}.
     """
     if arch.vocab is not None:   # a finite input set: V^t sequences, V t logits each
-        return arch.vocab ** arch.tokens * arch.vocab * arch.tokens
+        return arch.n_sequences * arch.output_width * arch.tokens
     if arch.n_layers != 1 or arch.attention != "lightning" or arch.norm != "none" or arch.mlp is not None:
         return None
     if arch.bias:  # biases make the layer an inhomogeneous cubic: not in that space
@@ -237,7 +237,7 @@ def covering_count(arch: Architecture) -> int:
     """At most the number of `tokens.covering_sequences` (2 ceil(V / t)), and at most V^t: the
     token sequences the engines draw first, so that every token id occurs (torch-free, for the
     plans)."""
-    return min(2 * -(-arch.vocab // arch.tokens), arch.n_sequences)
+    return min(2 * -(-arch.input_symbols // arch.tokens), arch.n_sequences)
 
 
 NO_FORMULA = "no closed form for this block network"

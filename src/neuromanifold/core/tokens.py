@@ -24,7 +24,7 @@ def covering_sequences(arch: Architecture, gen: torch.Generator) -> list[tuple[i
     permutations of the vocabulary cut into sequences of t (the last one filled with random
     ids). A token that occurs in no sequence leaves its row of E out of the Jacobian, so the
     engines start with these (`covering_count` of them)."""
-    V, t = arch.vocab, arch.tokens
+    V, t = arch.input_symbols, arch.tokens    # with token types: the (token, type) pairs
     out, seen = [], set()
     for _ in range(2):
         ids = torch.randperm(V, generator=gen).tolist()
@@ -39,10 +39,13 @@ def covering_sequences(arch: Architecture, gen: torch.Generator) -> list[tuple[i
 
 class TokenInputs:
     """Distinct one-hot token sequences of `arch` (vocab V, t tokens), drawn from `gen`: first
-    the `covering_sequences`, then the others in a random order."""
+    the `covering_sequences`, then the others in a random order. With token types the symbols
+    are the V T_types pairs, c = type V + token (`symbol_inputs`)."""
 
     def __init__(self, arch: Architecture, gen: torch.Generator):
-        self.vocab, self.tokens, self.width = arch.vocab, arch.tokens, arch.widths[0]
+        self.vocab, self.tokens, self.width = arch.input_symbols, arch.tokens, arch.widths[0]
+        self.arch = arch
+        self._label = "V^t" if arch.token_types is None else "(V T)^t"
         self.total = arch.n_sequences
         self.gen = gen
         self.used = 0
@@ -82,8 +85,9 @@ class TokenInputs:
         return torch.tensor(rows, dtype=torch.int64).reshape(n, self.tokens)
 
     def take(self, n: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """The next distinct sequences as one-hot inputs, shape (n, V, t)."""
-        return one_hot(self.take_ids(n), self.vocab, dtype)
+        """The next distinct sequences as one-hot inputs, shape (n, V, t) ((n, V + T_types, t)
+        with token types)."""
+        return symbol_inputs(self.arch, self.take_ids(n), dtype)
 
     def note(self) -> str:
         """What the inputs were, for a result's notes."""
@@ -95,10 +99,10 @@ class TokenInputs:
                      "count of the stream's symmetries applies: the rank is measured, not a "
                      "closed form")
         if self.exhausted:
-            return (f"finite inputs: every one of the V^t = {self.vocab}^{self.tokens} = "
+            return (f"finite inputs: every one of the {self._label} = {self.vocab}^{self.tokens} = "
                     f"{self.total} token sequences used (the rank is over the whole input set)"
                     + small)
-        return (f"finite inputs: {self.used} of the V^t = {self.vocab}^{self.tokens} = {self.total} "
+        return (f"finite inputs: {self.used} of the {self._label} = {self.vocab}^{self.tokens} = {self.total} "
                 "token sequences used, distinct, every token id in at least two of them, the "
                 "rest in a seeded random order" + small)
 
@@ -106,6 +110,23 @@ class TokenInputs:
 def one_hot(ids: torch.Tensor, vocab: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Sequences of ids (n, t) as one-hot columns (n, V, t)."""
     return torch.nn.functional.one_hot(ids, vocab).transpose(-1, -2).to(dtype).contiguous()
+
+
+def symbol_inputs(arch: Architecture, symbols: torch.Tensor,
+                  dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """One-hot inputs (n, input_width, t) of symbol sequences (n, t): token ids (n, V, t), or,
+    with token types, symbols c = type V + token as the token's one-hot rows (V) stacked on its
+    type's (T_types)."""
+    if arch.token_types is None:
+        return one_hot(symbols, arch.vocab, dtype)
+    return pair_inputs(symbols % arch.vocab, symbols // arch.vocab, arch.vocab, arch.token_types,
+                       dtype)
+
+
+def pair_inputs(ids: torch.Tensor, types: torch.Tensor, vocab: int, token_types: int,
+                dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Token ids and type ids (n, t) as stacked one-hot columns (n, V + T_types, t)."""
+    return torch.cat([one_hot(ids, vocab, dtype), one_hot(types, token_types, dtype)], dim=-2)
 
 
 def input_stream(arch: Architecture, gen: torch.Generator, dtype: torch.dtype = torch.float64):

@@ -26,7 +26,7 @@ from ..core.checks import bad_value, check_choice, check_int, check_positive_flo
 from ..core.finite import largest_entry, require_finite
 from ..core.parameters import integral_tensors
 from ..core.seeds import seeded_generator
-from ..core.tokens import one_hot
+from ..core.tokens import symbol_inputs
 from ..symmetries.actions import commutes_with_rotations, group_heads
 from ..symmetries.actions import head_value as _value
 from ..symmetries.registry import action, families_for
@@ -503,8 +503,9 @@ MAX_SEQUENCES = 4096
 
 def _all_sequences(arch: Architecture) -> torch.Tensor:
     """Every one of the V^t token sequences of `arch`, one-hot (V^t, V, t), in lexicographic order."""
-    ids = torch.cartesian_prod(*[torch.arange(arch.vocab)] * arch.tokens).reshape(-1, arch.tokens)
-    return one_hot(ids, arch.vocab)
+    ids = torch.cartesian_prod(*[torch.arange(arch.input_symbols)] * arch.tokens).reshape(
+        -1, arch.tokens)
+    return symbol_inputs(arch, ids)
 
 
 def _integral(blocks: dict[str, np.ndarray]) -> bool:

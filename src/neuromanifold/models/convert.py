@@ -23,7 +23,9 @@ The correspondence, per layer and head (transformers names -> native blocks):
 - E the token embedding, T the first t rows of a learned position table (transposed), L the
   untied lm_head (tied models reuse E).
 
-Families: gpt2, llama, mistral, qwen2 (others: one line naming these). transformers is imported
+Families: gpt2, llama, mistral, qwen2, gpt_neox, gemma, and bert (BertModel's last hidden state
+of (token id, type id) sequences: post-norm blocks, an embedding norm, token types,
+`hidden_output`); others: one line naming these. transformers is imported
 by nothing here: `from_transformers` reads the module it is given.
 """
 
@@ -37,10 +39,10 @@ import torch
 from ..core.architecture import Architecture
 from ..core.blocks import block_forward
 from ..core.checks import bad_value, check_int
-from ..core.tokens import one_hot
+from ..core.tokens import one_hot, pair_inputs
 from .hf import load_config
 
-CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma")
+CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma", "bert")
 _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                 "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
 
@@ -103,6 +105,8 @@ def from_config(config, tokens: int) -> Architecture:
     if mt not in CONVERTED:
         raise bad_value("config: model_type", f"one of {', '.join(CONVERTED)}", mt,
                         "Only these families convert (docs/models.md#the-converter-transformers-models-as-native-networks).")
+    if mt == "bert":
+        return _bert_config(cfg, tokens)
     if mt == "gpt2":
         d, H, l = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
         if _get(cfg, "scale_attn_by_inverse_layer_idx", False) or not _get(cfg, "scale_attn_weights", True):
@@ -181,6 +185,8 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
     Qwen2ForCausalLM) or, for tied embeddings, the base model (GPT2Model, ...). The blocks are
     the model's own weights (permuted rows under rotary positions, see the module docstring).
     """
+    if model.config.model_type == "bert":
+        return _bert_from_transformers(model, tokens)
     arch = from_config(model.config, tokens)
     base = (getattr(model, "transformer", None) or getattr(model, "model", None)
             or getattr(model, "gpt_neox", None) or model)
@@ -298,10 +304,15 @@ def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer, offset: float
             blocks[f"{bname}_{i}"] = _column(proj.bias)
 
 
-def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
+def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor,
+                 type_ids: torch.Tensor | None = None) -> torch.Tensor:
     """The native last hidden state (N, d_l, t) (after the final norm, before the logits):
     `block_forward` of the same network without its embedding, positions table and logits, on
-    the embedded input E^T X (times the embedding scale, + T)."""
+    the embedded input E^T X (times the embedding scale, + T). A network whose output is its
+    hidden state (`hidden_output`: BERT) is `block_forward` itself, on token ids and, with
+    token types, type ids (zeros when not given)."""
+    if arch.hidden_output:
+        return block_forward(arch, blocks, bert_inputs(arch, ids, type_ids))
     X = one_hot(ids.long(), arch.vocab)
     Z = torch.einsum("vd,nvt->ndt", blocks["E"], X) * arch.embed_scale
     if arch.positions == "learned":
@@ -313,4 +324,82 @@ def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor) -> torch.T
 
 def logits(arch: Architecture, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
     """The native logits (N, V, t) of token ids (N, t): `block_forward` on one-hot inputs."""
+    if arch.hidden_output:
+        raise bad_value("arch", "a network with logits", "hidden_output (BERT: the last hidden "
+                        "state)", "Use hidden_state(arch, blocks, ids, type_ids).")
     return block_forward(arch, blocks, one_hot(ids.long(), arch.vocab))
+
+
+# BERT (BertModel: post-norm blocks, an embedding norm, token types; the last hidden state).
+def _bert_config(cfg: dict, tokens: int) -> Architecture:
+    """BertModel's native network: its last hidden state (`hidden_output`, no pooler, no logits)
+    of (token id, type id) sequences; post-norm blocks, the embedding norm, learned positions."""
+    if _get(cfg, "position_embedding_type", "absolute") != "absolute" or _get(cfg, "is_decoder", False):
+        raise bad_value("config: position_embedding_type", "absolute positions in an encoder",
+                        cfg.get("position_embedding_type"), "Relative positions and BERT as a "
+                        "decoder are not converted.")
+    if tokens > cfg.get("max_position_embeddings", tokens):
+        raise bad_value("tokens", f"at most max_position_embeddings = "
+                        f"{cfg['max_position_embeddings']}", tokens, "Pass fewer tokens.")
+    d, H, l = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    a = d // H
+    types = _get(cfg, "type_vocab_size", 2)
+    return Architecture(
+        widths=(d,) * (l + 1), keys=a, tokens=tokens, attention="softmax",
+        temperature=math.sqrt(a), heads=H, values=a, residual=True, mlp=cfg["intermediate_size"],
+        activation=_activation({"hidden_act": _get(cfg, "hidden_act", "gelu")}, "hidden_act"),
+        norm="layernorm", bias=True, mlp_bias=True, positions="learned", vocab=cfg["vocab_size"],
+        norm_bias=True,
+        norm_eps=_get(cfg, "layer_norm_eps", 1e-12), post_norm=True, embed_norm=True,
+        token_types=types if types > 1 else None, hidden_output=True)
+
+
+def _bert_from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch.Tensor]]:
+    """BertModel (or a model holding one as `.bert`): the embeddings (word, the first t
+    positions, token types) and their LayerNorm -> E, T, Ty, ge, ce; per layer the attention
+    (key -> Q, query -> K, value -> W per head; attention.output.dense -> O, bo; its LayerNorm ->
+    g_i, c_i), the MLP (intermediate.dense -> P, bp; output.dense -> U, bu; its LayerNorm -> n_i,
+    cn_i). The output is BertModel's last hidden state, whatever head the model carries."""
+    arch = _bert_config(model.config.to_dict(), tokens)
+    base = getattr(model, "bert", None) or model
+    emb = base.embeddings
+    blocks: dict[str, torch.Tensor] = {"E": _matrix(emb.word_embeddings.weight),
+                                       "T": _matrix(emb.position_embeddings.weight[:tokens]).T.contiguous()}
+    if arch.token_types is not None:
+        blocks["Ty"] = _matrix(emb.token_type_embeddings.weight)
+    blocks["ge"], blocks["ce"] = _column(emb.LayerNorm.weight), _column(emb.LayerNorm.bias)
+    for i, layer in enumerate(base.encoder.layer, start=1):
+        _bert_layer(arch, blocks, i, layer)
+    return arch, blocks
+
+
+def _bert_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
+    """One BertLayer as native post-norm blocks (the names of `_bert_from_transformers`)."""
+    a, H = arch.keys[0], arch.head_counts[0]
+    att, out = layer.attention.self, layer.attention.output
+    dense = _matrix(out.dense.weight)
+    for h in range(1, H + 1):
+        rows = slice((h - 1) * a, h * a)
+        for name, bname, proj in (("Q", "bq", att.key), ("K", "bk", att.query),
+                                  ("W", "bv", att.value)):     # native Q = transformers' key
+            blocks[f"{name}_{i}_{h}"] = _matrix(proj.weight)[rows].clone()
+            blocks[f"{bname}_{i}_{h}"] = _column(proj.bias[rows])
+        blocks[f"O_{i}_{h}"] = dense[:, rows].clone()
+    blocks[f"bo_{i}"] = _column(out.dense.bias)
+    blocks[f"g_{i}"], blocks[f"c_{i}"] = _column(out.LayerNorm.weight), _column(out.LayerNorm.bias)
+    blocks[f"P_{i}"], blocks[f"bp_{i}"] = (_matrix(layer.intermediate.dense.weight),
+                                           _column(layer.intermediate.dense.bias))
+    blocks[f"U_{i}"], blocks[f"bu_{i}"] = (_matrix(layer.output.dense.weight),
+                                           _column(layer.output.dense.bias))
+    blocks[f"n_{i}"], blocks[f"cn_{i}"] = (_column(layer.output.LayerNorm.weight),
+                                           _column(layer.output.LayerNorm.bias))
+
+
+def bert_inputs(arch: Architecture, ids: torch.Tensor, type_ids: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Token ids (N, t) and, with token types, type ids (N, t; zeros when not given) as the
+    native one-hot input (N, V (+ T_types), t)."""
+    if arch.token_types is None:
+        return one_hot(ids.long(), arch.vocab)
+    types = torch.zeros_like(ids) if type_ids is None else type_ids
+    return pair_inputs(ids.long(), types.long(), arch.vocab, arch.token_types)

@@ -1202,3 +1202,104 @@ def end_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
     for r in range(dl):
         for s in range(dl):
             put(_unit_change(blocks, zero, (_last_writers(arch, blocks), ["L"], []), r, s, ops))
+
+
+# Post-norm blocks (BERT: Z -> N(Z + att(Z)), Y -> N(Y + mlp(Y)), an embedding norm): every
+# norm's output y = g * n + b (n of mean 0 under layernorm) is read by linear maps with biases
+# and added to the next sub-layer's output before the next norm (docs/decoder_features.md,
+# "Post-norm blocks (BERT)").
+
+def _post_norm_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str | None, list[str], str | None]]:
+    """(gain, bias, readers, back) of every norm of a post-norm network, in order: the blocks
+    that read its output through their columns, and the output bias of the sub-layer whose
+    result is added to it (None for the last norm, whose output is the network's, or where that
+    bias is absent); the embedding norm (ge, ce) first."""
+    sites, l = [], arch.n_layers
+
+    def site(gain: str, bias: str, readers: list[str], back: str | None) -> None:
+        sites.append((gain, bias if bias in blocks else None, readers,
+                      back if back is not None and back in blocks else None))
+
+    if arch.embed_norm:
+        site("ge", "ce", _consumers(arch, blocks, 1), "bo_1")
+    for i in range(1, l + 1):
+        after = (_consumers(arch, blocks, i + 1), f"bo_{i + 1}") if i < l else ([], None)
+        if arch.mlp_widths[i - 1] > 0:
+            site(f"g_{i}", f"c_{i}", _mlp_readers(arch, i), f"bu_{i}")
+            site(f"n_{i}", f"cn_{i}", *after)
+        else:
+            site(f"g_{i}", f"c_{i}", *after)
+    return sites
+
+
+def post_norm_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                            put) -> None:
+    """18. post-norm layernorm bias shifts (docs/models.md rule 10): b -> b + e_r moves every
+    reader's output by R e_r, which its bias takes off, and the stream added to the next
+    sub-layer's output by e_r, which that sub-layer's output bias takes back; d per norm with
+    readers and a next sub-layer (every reader with a bias)."""
+    for _, bias, readers, back in _post_norm_sites(arch, blocks):
+        if bias is not None and back is not None and readers:
+            _shift_route(blocks, zero, ops, bias, readers, back, put)
+
+
+def post_norm_reader_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                              put) -> None:
+    """19. post-norm layernorm readers (docs/models.md rule 5): R y + c with y = g * n + b and
+    1^T n = 0: row r of R gains (1/g)^T (times prod g, a polynomial), and c_r loses (1/g)^T b
+    (times prod g); one per reader row (a reader without a bias only where the norm has none)."""
+    for gain, bias, readers, _ in _post_norm_sites(arch, blocks):
+        row = _products_but_one(blocks[gain][:, 0], ops)
+        shift = None if bias is None else ops.neg(ops.mm(row.reshape(1, -1), blocks[bias]))
+        for name in readers:
+            rb = _reader_bias(blocks, name)
+            if shift is not None and rb is None:
+                continue
+            for r in range(blocks[name].shape[0]):
+                parts = {name: zero[name].clone()}
+                parts[name][r] = row
+                if shift is not None:
+                    parts[rb] = zero[rb].clone()
+                    parts[rb][r] = shift[0]
+                put(parts)
+
+
+def post_norm_write_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                             put) -> None:
+    """20. post-norm write means (docs/models.md rule 6): what attention i (its value outputs
+    and biases, bo_i) and MLP i (U_i, bu_i) add to the stream reaches only the layernorm after
+    them, which drops the all-ones component: each column of a writer gains 1."""
+    for i in range(1, arch.n_layers + 1):
+        writers = _layer_writers(arch, blocks, i)
+        for name in writers:
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[:, c] = 1
+                put({name: d})
+
+
+def embedding_norm_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                            put) -> None:
+    """21. the embedding norm's means (docs/models.md rule 7): a row of E or Ty, or a column of
+    T, gains c 1; the layernorm on their sum drops it."""
+    for name, by_rows in (("E", True), ("T", False), ("Ty", True)):
+        if name not in blocks:
+            continue
+        for k in range(blocks[name].shape[0 if by_rows else 1]):
+            d = zero[name].clone()
+            if by_rows:
+                d[k] = 1
+            else:
+                d[:, k] = 1
+            put({name: d})
+
+
+def token_type_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                        put) -> None:
+    """22. token types beside the embedding: every token has one type, so E -> E + 1 x^T,
+    Ty -> Ty - 1 x^T leaves every embedded input E^T X + Ty^T Y unchanged; one per coordinate."""
+    for r in range(blocks["E"].shape[1]):
+        dE, dY = zero["E"].clone(), zero["Ty"].clone()
+        dE[:, r] = 1
+        dY[:, r] = ops.neg(torch.ones_like(dY[:, r]))
+        put({"E": dE, "Ty": dY})

@@ -300,6 +300,9 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
     families of `_GQA_PROVED` are built and proved for it, docs/decoder_features.md), q/k/v
     biases without b_o (the families that move b_o), an embedding scale (the stream families move E with the readers). Such a family is
     left out: the bound stays open (lower-bound), never a wrong one."""
+    bert = _bert_unproved(name, arch)
+    if bert is not None:
+        return bert
     if arch.gqa and name not in _GQA_PROVED:
         return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
@@ -336,6 +339,111 @@ _STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations
                    "stream shifts behind layernorm")
 _MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
 _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
+
+
+def _bert_unproved(name: str, arch: Architecture) -> bool | None:
+    """For a network with BERT's options (post-norm blocks, an embedding norm, token types, the
+    hidden state as output): True for a family not built and proved for them (only the families
+    acting inside one sub-layer, whose output they keep exactly whatever surrounds it, the
+    embedding's moves and the post-norm families, docs/decoder_features.md#post-norm-blocks-bert,
+    are); for a post-norm family, whether an embedding scale breaks it (they are built for norm
+    biases, groups and a missing b_o); None otherwise (the other guards decide)."""
+    bert = (arch.post_norm or arch.embed_norm or arch.token_types is not None
+            or arch.hidden_output)
+    if not bert:
+        return None
+    if name not in _BERT_PROVED:
+        return True
+    if name in _POST_NORM_NAMES:
+        return arch.embed_scale != 1.0 and name in ("embedding norm means",
+                                                    "token types beside the embedding")
+    return None
+
+
+# Families that act inside one attention or MLP sub-layer and keep its output exactly, the
+# embedding's moves (the input stream unchanged), and the post-norm families below.
+_BERT_PROVED = ("embedding shift into positions", "per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+                "per-head rescaling", "gqa head mixing", "softmax query bias",
+                "value bias beside output bias", "QK-norm gain balance", "MLP neuron rescaling",
+                "grouped query sums")
+
+
+_POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
+
+
+def _post_norm_counts(arch: Architecture) -> list[tuple[int, list[int], bool]]:
+    """(width, reader row counts, has a next sub-layer) of every norm of a post-norm network,
+    as `catalogue._post_norm_sites` lists them (the embedding norm first)."""
+    def readers(i: int) -> list[int]:       # layer i's query, key and value rows, every head
+        if i > arch.n_layers:
+            return []
+        widths = arch.values if arch.values is not None else arch.widths[1:]
+        H, G = arch.head_counts[i - 1], arch.kv_counts[i - 1]
+        q, k = (G, H) if arch.gqa else (H, G)
+        return [arch.keys[i - 1]] * (q + k) + [widths[i - 1]] * G
+
+    sites = [(arch.widths[0], readers(1), True)] if arch.embed_norm else []
+    for i in range(1, arch.n_layers + 1):
+        m, d = arch.mlp_widths[i - 1], arch.widths[i]
+        if m > 0:
+            sites.append((d, [m] * (2 if arch.mlp_kind == "gated" else 1), True))
+        sites.append((d, readers(i + 1), i < arch.n_layers))
+    return sites
+
+
+def _post_norm_bias_count(arch: Architecture) -> int | None:
+    """d per norm with readers and a next sub-layer: distinct bias coordinates, independent
+    (with every reader's bias and the output biases: `bias`, `mlp_bias`, `out_bias`)."""
+    if not (arch.bias and arch.out_bias and (arch.mlp is None or arch.mlp_bias)):
+        return None
+    return sum(d for d, rows, nxt in _post_norm_counts(arch) if rows and nxt)
+
+
+def _post_norm_reader_count(arch: Architecture) -> int | None:
+    """One per reader row (each tangent moves its own row by prod_{j != k} g_j, non-zero
+    generically): with every reader's bias, or without norm biases."""
+    if arch.norm_bias and not (arch.bias and (arch.mlp is None or arch.mlp_bias)):
+        return None
+    return sum(sum(rows) for _, rows, _ in _post_norm_counts(arch))
+
+
+def _post_norm_write_count(arch: Architecture) -> int:
+    """One per column of every writer: each head's value output (v_i or d_{i-1} columns; every
+    head's O_h with gqa), unfactored value biases, bo_i, and U_i (m_i), bu_i."""
+    total = 0
+    for i in range(1, arch.n_layers + 1):
+        H, G, d_in = arch.head_counts[i - 1], arch.kv_counts[i - 1], arch.widths[i - 1]
+        heads = H if arch.gqa else G
+        total += heads * (arch.values[i - 1] if arch.values is not None else d_in)
+        total += G * arch.bias if arch.values is None else 0     # bv_g of unfactored values
+        total += int(arch.bias and arch.out_bias)
+        if arch.mlp_widths[i - 1] > 0:
+            total += arch.mlp_widths[i - 1] + int(arch.mlp_bias)
+    return total
+
+
+_POST_NORM_FAMILIES = (
+    Family("post-norm bias shifts", False,
+           lambda a: a.post_norm and a.norm_bias, _POST_NORM,
+           build=c.post_norm_bias_tangents, generic_count=_post_norm_bias_count),
+    Family("post-norm readers' means", False,
+           lambda a: a.post_norm and a.norm == "layernorm", _POST_NORM,
+           build=c.post_norm_reader_tangents, generic_count=_post_norm_reader_count),
+    Family("post-norm write means", False,
+           lambda a: a.post_norm and a.norm == "layernorm", _POST_NORM,
+           build=c.post_norm_write_tangents, generic_count=_post_norm_write_count),
+    Family("embedding norm means", False,
+           lambda a: a.embed_norm and a.norm == "layernorm" and not a.tied, _POST_NORM,
+           build=c.embedding_norm_tangents,
+           generic_count=lambda a: a.vocab + (a.token_types or 0)
+           + (a.tokens if a.positions == "learned" else 0)),
+    Family("token types beside the embedding", False,
+           lambda a: a.token_types is not None and not a.tied, _POST_NORM,
+           build=c.token_type_tangents, generic_count=lambda a: a.widths[0]),
+)
+_POST_NORM_NAMES = tuple(f.name for f in _POST_NORM_FAMILIES)
+_BERT_PROVED += _POST_NORM_NAMES
+FAMILIES = FAMILIES + _POST_NORM_FAMILIES
 
 
 FAMILIES = tuple(replace(f, applies=lambda a, f=f: f.applies(a) and not _unproved_with(f.name, a))
