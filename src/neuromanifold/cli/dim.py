@@ -78,6 +78,12 @@ def dim(
     gqa: bool = typer.Option(False, "--gqa", help="With --kv-heads and --values: transformers' "
                              "grouped-query attention (a group shares the key and value maps, "
                              "each head keeps its query and output columns)."),
+    shared_norm: bool = typer.Option(False, "--shared-norm", help="With --parallel: the MLP "
+                                     "reads the attention's normalised input (one norm per "
+                                     "block, Falcon-7B; no n_i)."),
+    qk_norm_shared: bool = typer.Option(False, "--qk-norm-shared", help="With --qk-norm: one "
+                                        "QK-norm gain per layer shared by the heads (Qwen3; "
+                                        "qn_i, kn_i)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -108,7 +114,8 @@ def dim(
     backend = check_backend(backend.lower(), scheduler)
     real = {"norm-bias": (norm_bias, False), "norm-eps": (norm_eps, 1e-5),
             "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
-            "embed-scale": (embed_scale, 1.0)}
+            "embed-scale": (embed_scale, 1.0), "shared-norm": (shared_norm, False),
+            "qk-norm-shared": (qk_norm_shared, False)}
     if hf_config is not None or shrink is not None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -154,7 +161,8 @@ def dim(
         from dataclasses import replace  # noqa: PLC0415
 
         arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
-                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale)
+                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale,
+                       shared_norm=shared_norm, qk_norm_shared=qk_norm_shared)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

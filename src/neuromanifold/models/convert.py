@@ -23,7 +23,11 @@ The correspondence, per layer and head (transformers names -> native blocks):
 - E the token embedding, T the first t rows of a learned position table (transposed), L the
   untied lm_head (tied models reuse E).
 
-Families: gpt2, llama, mistral, qwen2 (others: one line naming these). transformers is imported
+Falcon's fused query_key_value, Phi-3's qkv_proj and gate_up_proj are split into these maps;
+Falcon's one layernorm per parallel block is `shared_norm`, Qwen3's QK-norm gains shared by the
+heads `qk_norm_shared` (q_norm -> kn_i, k_norm -> qn_i).
+
+Families: `CONVERTED` (others: one line naming these). transformers is imported
 by nothing here: `from_transformers` reads the module it is given.
 """
 
@@ -180,7 +184,7 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
     """(the native Architecture, its named float64 blocks) of a transformers model on t tokens.
 
     `model`: a causal-LM class (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
-    Qwen2ForCausalLM) or, for tied embeddings, the base model (GPT2Model, ...). The blocks are
+    Qwen2ForCausalLM, ..., FalconForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM) or, for tied embeddings, the base model (GPT2Model, ...). The blocks are
     the model's own weights (permuted rows under rotary positions, see the module docstring).
     """
     arch = from_config(model.config, tokens)
