@@ -166,3 +166,32 @@ def test_from_config_reads_falcon_and_qwen3_dicts():
     assert (qwen3.qk_norm_shared, qwen3.bias) == (True, False)
     layout = [name for name, _, _ in qwen3.param_layout()]
     assert "qn_1" in layout and "kn_1" in layout and "n_1" in layout
+
+
+TINY = {"falcon": {"model_type": "falcon", "hidden_size": 4, "num_attention_heads": 2,
+                   "num_hidden_layers": 1, "vocab_size": 6, "ffn_hidden_size": 4},
+        "qwen3": {"model_type": "qwen3", "hidden_size": 4, "num_attention_heads": 2,
+                  "num_key_value_heads": 1, "head_dim": 2, "num_hidden_layers": 1,
+                  "intermediate_size": 3, "vocab_size": 6, "tie_word_embeddings": True},
+        "phi3": {"model_type": "phi3", "hidden_size": 4, "num_attention_heads": 2,
+                 "num_key_value_heads": 1, "num_hidden_layers": 1, "intermediate_size": 3,
+                 "vocab_size": 6, "tie_word_embeddings": True}}
+
+
+@pytest.mark.parametrize("family, expected", [("qwen3", (124, 108, "certified")),
+                                              ("phi3", (120, 103, "certified")),
+                                              ("falcon", (120, 81, "lower-bound"))])
+def test_tiny_converted_networks_read_honestly(family, expected):
+    """Tiny converted Qwen3 and Phi-3 certify at their float rank; Falcon's layernorm biases
+    leave the norm families out, so its bound stays open above the float rank (lower-bound)."""
+    import warnings
+
+    from neuromanifold.dimension.api import neuromanifold_dim
+
+    arch = from_config(TINY[family], 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numerical = neuromanifold_dim(arch, method="numerical")
+        certified = neuromanifold_dim(arch, method="certified")
+    assert (arch.n_params, numerical.dimension, certified.status) == expected
+    assert certified.lower_bound <= numerical.dimension <= certified.upper_bound

@@ -94,15 +94,30 @@ def test_shared_gain_balance_count_is_its_rank(options):
     assert matrix_rank(rows).rank == expected
 
 
-@pytest.mark.parametrize("options", [NETWORKS[0], NETWORKS[1], NETWORKS[5]], ids=_ids)
-def test_small_networks_certify_at_the_float_rank(options):
+@pytest.mark.parametrize("options, expected", [(NETWORKS[0], (92, 54)), (NETWORKS[1], (92, 69)),
+                                               (NETWORKS[5], (164, 134))], ids=str)
+def test_small_networks_certify_at_the_float_rank(options, expected):
+    """The values docs/decoder_features.md#one-shared-norm-shared-qk-norm-gains quotes."""
     arch = Architecture(**options)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         numerical = neuromanifold_dim(arch, method="numerical", seed=2)
         certified = neuromanifold_dim(arch, method="certified", seed=2)
     assert certified.status == "certified", certified
-    assert certified.dimension == numerical.dimension
+    assert (arch.n_params, certified.dimension) == expected == (arch.n_params, numerical.dimension)
+
+
+@pytest.mark.parametrize("options, expected", [(NETWORKS[2], 129), (NETWORKS[3], 89),
+                                               ({**NETWORKS[4], "kv_heads": None, "gqa": False,
+                                                 "values": 2}, 78)], ids=str)
+def test_one_shared_norm_keeps_the_two_norm_dimension(options, expected):
+    """A parallel block's n_i (no norm biases) is absorbed by the MLP's columns: the float rank
+    is the same with one norm (the docs' 129, 89, 78)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ranks = {neuromanifold_dim(Architecture(**{**options, "shared_norm": shared}),
+                                   method="numerical", seed=2).dimension for shared in (False, True)}
+    assert ranks == {expected}
 
 
 @pytest.mark.parametrize("options, word", [

@@ -343,7 +343,9 @@ def _falcon_config(cfg: dict, tokens: int) -> Architecture:
 def _qwen3_config(cfg: dict, tokens: int) -> Architecture:
     """Qwen3: Llama's network (q/k/v/o biases only with attention_bias) with a QK-norm, RMSNorm
     over head_dim with ONE gain shared by the heads (`qk_norm_shared`), before the rotations."""
-    arch = from_config({**cfg, "model_type": "llama", "mlp_bias": False}, tokens)
+    arch = from_config({**cfg, "model_type": "llama", "mlp_bias": False,
+                        "head_dim": _get(cfg, "head_dim", 128),    # Qwen3Config's defaults
+                        "hidden_act": _get(cfg, "hidden_act", "silu")}, tokens)
     return replace(arch, qk_norm=True, qk_norm_shared=True)
 
 
@@ -353,7 +355,9 @@ def _phi3_config(cfg: dict, tokens: int) -> Architecture:
     scaling is refused."""
     window = cfg.get("sliding_window")
     arch = from_config({**cfg, "model_type": "llama", "attention_bias": False, "mlp_bias": False,
-                        "use_sliding_window": window is not None}, tokens)
+                        "use_sliding_window": window is not None,
+                        "hidden_act": _get(cfg, "hidden_act", "silu"),   # Phi3Config's defaults
+                        "rms_norm_eps": _get(cfg, "rms_norm_eps", 1e-5)}, tokens)
     pairs = _rope_pairs(cfg, arch.keys[0])
     return replace(arch, rope_pairs=pairs)
 
