@@ -34,7 +34,8 @@ GPT2_SIZES = [dict(n_embd=12, n_head=3, n_layer=2, vocab_size=11, n_inner=10),
 ROTARY_FAMILIES = {"llama": ("LlamaConfig", "LlamaForCausalLM",
                              dict(attention_bias=True, mlp_bias=True)),
                    "mistral": ("MistralConfig", "MistralForCausalLM", {}),
-                   "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {})}
+                   "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+                   "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {})}
 ROTARY_SIZES = [dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, head_dim=6,
                      num_hidden_layers=2, intermediate_size=10, vocab_size=13, theta=500.0),
                 dict(hidden_size=8, num_attention_heads=2, num_key_value_heads=2, head_dim=4,
@@ -105,11 +106,12 @@ def float64_model(model) -> None:
             mod.forward = types.MethodType(rms if hasattr(mod, "variance_epsilon") else gemma_rms, mod)
 
 
-def random_model(cls, config, seed: int):
-    """A float64 model in eval mode, float64 eager attention, every parameter moved off its
-    initial value by 0.3 N(0, 1) (LayerNorm ones and zeros are not generic)."""
+def random_model(cls, config, seed: int, attention: str = "float64_eager"):
+    """A float64 model in eval mode, float64 eager attention (`attention`: Falcon's own eager
+    class, float64 in float64 models), every parameter moved off its initial value by
+    0.3 N(0, 1) (LayerNorm ones and zeros are not generic)."""
     _register()
-    config._attn_implementation = "float64_eager"
+    config._attn_implementation = attention
     torch.manual_seed(seed)
     model = cls(config).to(torch.float64).eval()
     with torch.no_grad():
@@ -209,6 +211,54 @@ def bert_difference(model, arch, blocks, ids, type_ids) -> float:
         return (out.transpose(1, 2) - hidden_state(arch, blocks, ids, type_ids)).abs().max().item()
 
 
+# Falcon: multi-query parallel blocks with one shared layernorm (the 7B layout), per-head
+# sequential blocks with biases, the new decoder architecture (groups, two norms; one norm).
+FALCON_SIZES = [dict(hidden_size=12, num_attention_heads=3, num_hidden_layers=2, vocab_size=13,
+                     ffn_hidden_size=10),
+                dict(hidden_size=8, num_attention_heads=2, num_hidden_layers=1, vocab_size=9,
+                     ffn_hidden_size=6, multi_query=False, parallel_attn=False, bias=True,
+                     tie_word_embeddings=False),
+                dict(hidden_size=16, num_attention_heads=4, num_kv_heads=2, num_hidden_layers=2,
+                     vocab_size=11, ffn_hidden_size=7, new_decoder_architecture=True, bias=True),
+                dict(hidden_size=8, num_attention_heads=2, num_kv_heads=1, num_hidden_layers=1,
+                     vocab_size=7, ffn_hidden_size=5, new_decoder_architecture=True,
+                     num_ln_in_parallel_attn=1)]
+# Phi-3: partial rotary (half of each head) with groups, full rotary with tied logits.
+PHI3_SIZES = [dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+                   intermediate_size=10, vocab_size=13, factor=0.5),
+              dict(hidden_size=12, num_attention_heads=3, num_key_value_heads=3, num_hidden_layers=1,
+                   intermediate_size=7, vocab_size=9, factor=1.0, tie_word_embeddings=True)]
+
+
+def falcon_case(size: int):
+    """(model, arch, blocks, ids) of Falcon at FALCON_SIZES[size], t = 4 + size."""
+    import transformers  # noqa: PLC0415
+
+    config = transformers.FalconConfig(
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0 * (size + 1)},
+        layer_norm_epsilon=1e-5 * (size + 1), **FALCON_SIZES[size])
+    model = random_model(transformers.FalconForCausalLM, config, seed=40 + size, attention="eager")
+    t = 4 + size
+    arch, blocks = from_transformers(model, t)
+    ids = torch.randint(0, config.vocab_size, (3, t), generator=torch.Generator().manual_seed(size))
+    return model, arch, blocks, ids
+
+
+def phi3_case(size: int):
+    """(model, arch, blocks, ids) of Phi-3 at PHI3_SIZES[size] (partial rotary at size 0), t = 5."""
+    import transformers  # noqa: PLC0415
+
+    sizes = dict(PHI3_SIZES[size])
+    factor = sizes.pop("factor")
+    config = transformers.Phi3Config(rope_parameters={
+        "rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": factor},
+        rms_norm_eps=1e-5 * (size + 1), pad_token_id=None, eos_token_id=2, **sizes)
+    model = random_model(transformers.Phi3ForCausalLM, config, seed=50 + size)
+    arch, blocks = from_transformers(model, 5)
+    ids = torch.randint(0, config.vocab_size, (3, 5), generator=torch.Generator().manual_seed(size))
+    return model, arch, blocks, ids
+
+
 def _bound(x: float) -> str:
     """Coarse on purpose: the page must not depend on a platform's last bits."""
     for bound in (1e-13, 1e-4):
@@ -226,6 +276,8 @@ def table() -> str:
     cases += [(f, rotary_case(f, s)) for f in sorted(ROTARY_FAMILIES) for s in range(len(ROTARY_SIZES))]
     cases += [("gpt_neox", neox_case(s)) for s in range(len(NEOX_SIZES))]
     cases += [("gemma", gemma_case(s)) for s in range(len(GEMMA_SIZES))]
+    cases += [("falcon", falcon_case(s)) for s in range(len(FALCON_SIZES))]
+    cases += [("phi3", phi3_case(s)) for s in range(len(PHI3_SIZES))]
     for family, (model, arch, blocks, ids) in cases:
         raw = "n/a (float64)"
         if family != "gpt2":

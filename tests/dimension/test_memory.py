@@ -67,7 +67,7 @@ def test_gauge_does_not_apply_outside_its_hypotheses():
 # ---------------------------------------------------------------- memory estimates and refusals
 
 from neuromanifold.dimension import memory  # noqa: E402
-from neuromanifold.errors import InputError, ResourceError  # noqa: E402
+from neuromanifold.errors import InputError  # noqa: E402
 
 
 @pytest.mark.parametrize("text,expected", [("16G", 16 * 2 ** 30), ("500M", 500 * 2 ** 20),

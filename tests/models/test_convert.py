@@ -98,6 +98,34 @@ def test_bert_refusals_are_one_line():
         logits(arch, {}, torch.zeros((1, 3), dtype=torch.int64))
 
 
+@pytest.mark.parametrize("size", range(len(CASES.FALCON_SIZES)))
+def test_falcon_forward_equals_transformers(size):
+    """Multi-query parallel blocks reading one layernorm (shared_norm), per-head sequential
+    blocks with biases, the new decoder architecture with groups and two norms or one."""
+    model, arch, blocks, ids = CASES.falcon_case(size)
+    assert arch.n_params == sum(p.numel() for p in model.parameters())
+    assert arch.shared_norm == (size in (0, 3)) and arch.parallel == (size != 1)
+    assert arch.gqa == (size != 1) and not any(name.startswith("n_") for name in blocks) == arch.shared_norm
+    CASES.float64_model(model)
+    assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
+
+
+@pytest.mark.parametrize("size", range(len(CASES.PHI3_SIZES)))
+def test_phi3_forward_equals_transformers(size):
+    """Fused qkv_proj and gate_up_proj unfused; partial rotary at size 0."""
+    model, arch, blocks, ids = CASES.phi3_case(size)
+    assert arch.n_params == sum(p.numel() for p in model.parameters())
+    assert (arch.rope_pairs is not None) == (size == 0) and not arch.bias
+    CASES.float64_model(model)
+    assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
+
+
+def test_qwen3_shares_one_qk_norm_gain_per_layer():
+    model, arch, blocks, ids = CASES.rotary_case("qwen3", 1)
+    assert arch.qk_norm and arch.qk_norm_shared and not arch.bias
+    assert {"qn_1", "kn_1"} <= set(blocks) and not any(k.startswith("qn_1_") for k in blocks)
+
+
 def test_docs_table_is_recomputed():
     assert CASES.table() == CASES.page_block()
 
@@ -110,6 +138,11 @@ def test_rotary_permutation_pairs_f_with_f_plus_r():
 @pytest.mark.parametrize("change, word", [
     ({"model_type": "t5"}, "model_type"),
     ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}}, "rope"),
+    ({"model_type": "olmo2"}, "model_type"),
+    ({"model_type": "phi3", "rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "rope"),
+    ({"model_type": "falcon", "alibi": True}, "alibi"),
+    ({"model_type": "falcon", "new_decoder_architecture": True, "parallel_attn": False},
+     "parallel_attn"),
 ])
 def test_unconverted_configs_are_one_line(change, word):
     config = {"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2,
@@ -144,3 +177,48 @@ def test_dim_of_a_converted_network_brackets_its_float_rank():
         certified = neuromanifold_dim(arch, method="certified")
     assert certified.lower_bound <= numerical.dimension <= certified.upper_bound <= arch.n_params
     assert certified.status != "certified" or certified.dimension == numerical.dimension
+
+
+def test_from_config_reads_falcon_and_qwen3_dicts():
+    """Falcon-7B's layout (multi-query, one layernorm per parallel block) and Qwen3's shared
+    QK-norm gains, from plain dicts (no transformers)."""
+    falcon = from_config({"model_type": "falcon", "hidden_size": 8, "num_attention_heads": 2,
+                          "num_hidden_layers": 1, "vocab_size": 11, "ffn_hidden_size": 4}, 3)
+    assert (falcon.shared_norm, falcon.parallel, falcon.gqa, falcon.kv_heads) == (True, True, True, (1,))
+    # E (tied); g, c, f, cf; 2 query heads, 1 key/value group; o columns; MLP (no biases)
+    assert falcon.n_params == 11 * 8 + 4 * 8 + 2 * 4 * 8 + 2 * 4 * 8 + 8 * 8 + 2 * 4 * 8
+    qwen3 = from_config({"model_type": "qwen3", "hidden_size": 8, "num_attention_heads": 2,
+                         "num_key_value_heads": 1, "head_dim": 4, "num_hidden_layers": 1,
+                         "intermediate_size": 4, "vocab_size": 11}, 3)
+    assert (qwen3.qk_norm_shared, qwen3.bias) == (True, False)
+    layout = [name for name, _, _ in qwen3.param_layout()]
+    assert "qn_1" in layout and "kn_1" in layout and "n_1" in layout
+
+
+TINY = {"falcon": {"model_type": "falcon", "hidden_size": 4, "num_attention_heads": 2,
+                   "num_hidden_layers": 1, "vocab_size": 6, "ffn_hidden_size": 4},
+        "qwen3": {"model_type": "qwen3", "hidden_size": 4, "num_attention_heads": 2,
+                  "num_key_value_heads": 1, "head_dim": 2, "num_hidden_layers": 1,
+                  "intermediate_size": 3, "vocab_size": 6, "tie_word_embeddings": True},
+        "phi3": {"model_type": "phi3", "hidden_size": 4, "num_attention_heads": 2,
+                 "num_key_value_heads": 1, "num_hidden_layers": 1, "intermediate_size": 3,
+                 "vocab_size": 6, "tie_word_embeddings": True}}
+
+
+@pytest.mark.parametrize("family, expected", [("qwen3", (124, 108, "certified")),
+                                              ("phi3", (120, 103, "certified")),
+                                              ("falcon", (120, 81, "lower-bound"))])
+def test_tiny_converted_networks_read_honestly(family, expected):
+    """Tiny converted Qwen3 and Phi-3 certify at their float rank; Falcon's layernorm biases
+    leave the norm families out, so its bound stays open above the float rank (lower-bound)."""
+    import warnings
+
+    from neuromanifold.dimension.api import neuromanifold_dim
+
+    arch = from_config(TINY[family], 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numerical = neuromanifold_dim(arch, method="numerical")
+        certified = neuromanifold_dim(arch, method="certified")
+    assert (arch.n_params, numerical.dimension, certified.status) == expected
+    assert certified.lower_bound <= numerical.dimension <= certified.upper_bound

@@ -87,6 +87,12 @@ def dim(
                                               "inputs are (token, type) sequences (BERT: 2)."),
     hidden_output: bool = typer.Option(False, "--hidden-output", help="With --vocab (untied): the "
                                        "last hidden state as the output, no logits (BertModel)."),
+    shared_norm: bool = typer.Option(False, "--shared-norm", help="With --parallel: the MLP "
+                                     "reads the attention's normalised input (one norm per "
+                                     "block, Falcon-7B; no n_i)."),
+    qk_norm_shared: bool = typer.Option(False, "--qk-norm-shared", help="With --qk-norm: one "
+                                        "QK-norm gain per layer shared by the heads (Qwen3; "
+                                        "qn_i, kn_i)."),
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128)."),
@@ -119,7 +125,8 @@ def dim(
             "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
             "embed-scale": (embed_scale, 1.0), "post-norm": (post_norm, False),
             "embed-norm": (embed_norm, False), "token-types": (token_types, None),
-            "hidden-output": (hidden_output, False)}
+            "hidden-output": (hidden_output, False), "shared-norm": (shared_norm, False),
+            "qk-norm-shared": (qk_norm_shared, False)}
     if hf_config is not None or shrink is not None:
         from ..core.checks import bad_value  # noqa: PLC0415
 
@@ -167,7 +174,8 @@ def dim(
         arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
                        out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale,
                        post_norm=post_norm, embed_norm=embed_norm, token_types=token_types,
-                       hidden_output=hidden_output)
+                       hidden_output=hidden_output, shared_norm=shared_norm,
+                       qk_norm_shared=qk_norm_shared)
     progress = stderr_progress("dim")  # on stderr, so --json output stays clean
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415  (torch only when computing)
 

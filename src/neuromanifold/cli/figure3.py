@@ -6,7 +6,6 @@ import csv
 from pathlib import Path
 from typing import Optional
 
-from typing import Optional
 
 import typer
 

@@ -29,6 +29,9 @@ _REAL_DEFAULTS = (("norm_bias", False), ("norm_eps", 1e-5), ("rope_base", None),
 # the output of a network with a vocabulary) and their defaults, in field order.
 _BERT_DEFAULTS = (("post_norm", False), ("embed_norm", False), ("token_types", None),
                   ("hidden_output", False))
+# The converted families' options (Falcon's one norm per parallel block, Qwen3's QK-norm gains
+# shared by the heads) and their defaults, in field order.
+_FAMILY_DEFAULTS = (("shared_norm", False), ("qk_norm_shared", False))
 
 
 def _broadcast(value: object, n_layers: int) -> object:
@@ -108,6 +111,11 @@ class Architecture:
     embed_norm: bool = False
     token_types: int | None = None
     hidden_output: bool = False
+    # Converted families (docs/models.md#the-converter-transformers-models-as-native-networks):
+    # a parallel block's MLP reads the attention's normalised input (Falcon: one norm, no n_i);
+    # one QK-norm gain per layer shared by its heads (Qwen3: qn_i, kn_i).
+    shared_norm: bool = False
+    qk_norm_shared: bool = False
 
     def __post_init__(self) -> None:
         widths = check_int_tuple("widths", self.widths, min_length=2, example="5,3,3,5")
@@ -175,6 +183,7 @@ class Architecture:
         self._check_decoder_options()
         self._check_real_options()
         self._check_bert_options()
+        self._check_family_options()
 
     def _check_bert_options(self) -> None:
         """Validate post_norm, embed_norm, token_types and hidden_output (BERT's options)."""
@@ -205,6 +214,18 @@ class Architecture:
                             "last hidden state instead of logits)",
                             f"hidden_output with vocab={self.vocab}, tied={self.tied}",
                             "Add --vocab V (without --tied), or drop --hidden-output.")
+
+    def _check_family_options(self) -> None:
+        """Validate shared_norm and qk_norm_shared (the converted families' options)."""
+        for name in ("shared_norm", "qk_norm_shared"):
+            check_bool(name, getattr(self, name), fix=f"Pass {name}=True or False.")
+        if self.shared_norm and not (self.parallel and self.norm != "none"):
+            raise bad_value("shared_norm", "used with parallel blocks and a norm (the MLP reads the "
+                            "attention's normalised input)", "shared_norm without --parallel or "
+                            "--norm", "Add --parallel and --norm, or drop --shared-norm.")
+        if self.qk_norm_shared and not self.qk_norm:
+            raise bad_value("qk_norm_shared", "used with qk_norm (one QK-norm gain per layer)",
+                            "qk_norm_shared without qk_norm", "Add --qk-norm, or drop --qk-norm-shared.")
 
     def _check_real_options(self) -> None:
         """Validate norm_bias, norm_eps, rope_base, out_bias and gqa (the converter's features)."""
@@ -363,7 +384,7 @@ class Architecture:
                 or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
                 or self.qk_norm or self.final_norm or self.parallel or self.norm_bias
                 or self.rope_base is not None or not self.out_bias or self.gqa
-                or self.embed_scale != 1.0
+                or self.embed_scale != 1.0 or self.shared_norm or self.qk_norm_shared
                 or any(getattr(self, name) != default for name, default in _BERT_DEFAULTS))
 
     @property
@@ -491,7 +512,7 @@ class Architecture:
         for name, default in _REAL_DEFAULTS:
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
-        for name, default in _BERT_DEFAULTS:
+        for name, default in (*_BERT_DEFAULTS, *_FAMILY_DEFAULTS):
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
         return out
@@ -505,7 +526,8 @@ class Architecture:
                               ("activation", "square"), ("norm", "none"), *_DECODER_DEFAULTS,
                               ("positions", "none"), ("rope_pairs", None), ("vocab", None),
                               ("tied", False), ("qk_norm", False), ("final_norm", False),
-                              ("parallel", False), *_REAL_DEFAULTS, *_BERT_DEFAULTS):
+                              ("parallel", False), *_REAL_DEFAULTS, *_BERT_DEFAULTS,
+                              *_FAMILY_DEFAULTS):
             value = getattr(self, name)
             if value != default:
                 fields.append(f"{name}={value!r}")
@@ -562,6 +584,9 @@ class Architecture:
             value = getattr(self, name)
             if value != default:
                 text += f" {name}" if value is True else f" {name}={value}"
+        for name, default in _FAMILY_DEFAULTS:
+            if getattr(self, name) != default:
+                text += f" {name}"
         return text
 
 
@@ -587,6 +612,9 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     (T_types x d_0) after T, embed_norm the embedding norm's gain ge (d_0 x 1) and, with
     norm_bias, its bias ce after that; post_norm keeps every block's place (g_i, c_i then
     normalise Z + att(Z), n_i, cn_i the MLP's Y + mlp(Y)); hidden_output drops L.
+    Converted families: qk_norm_shared puts qn_i, kn_i (a_i x 1, one QK-norm gain per layer,
+    shared by its heads) after the heads instead of qn_i_h, kn_i_g; shared_norm drops n_i (and
+    cn_i): the parallel block's MLP reads g_i's normalised input.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
     """
@@ -619,7 +647,7 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
             add(f"{kind}_{i}_{j}", (a, d_in))
             if arch.bias:
                 add(f"b{kind.lower()}_{i}_{j}", (a, 1))
-            if arch.qk_norm:
+            if arch.qk_norm and not arch.qk_norm_shared:
                 add(f"{kind.lower()}n_{i}_{j}", (a, 1))
 
         def add_query(h: int) -> None:
@@ -652,11 +680,14 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
                 add_query(h)
             for g in range(1, arch.kv_heads[i - 1] + 1):
                 add_key_value(g)
+        if arch.qk_norm_shared:           # one gain per layer for every head's queries, keys
+            add(f"qn_{i}", (a, 1))
+            add(f"kn_{i}", (a, 1))
         if arch.bias and arch.out_bias:
             add(f"bo_{i}", (d_out, 1))
         m = arch.mlp_widths[i - 1]
         if m > 0:
-            if arch.norm != "none":
+            if arch.norm != "none" and not arch.shared_norm:
                 add(f"n_{i}", (d_out, 1))
                 if arch.norm_bias:
                     add(f"cn_{i}", (d_out, 1))

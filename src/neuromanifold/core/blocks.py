@@ -25,7 +25,8 @@ blocks) to the input; rotary positions rotate the first R_i coordinate pairs of 
 queries and keys, token i by R^i (`core.positions`), before the scores; QK-norm normalises each
 head's queries and keys (gains qn_i_h, kn_i_h) before that; a final norm (gain f) acts after
 the last layer, before the logits; parallel blocks feed the MLP the layer's input:
-Z + att(Z) + mlp(Z).
+Z + att(Z) + mlp(Z) (`shared_norm`: the MLP reads the attention's g_i N(Z), no n_i);
+`qk_norm_shared`: one QK-norm gain per layer (qn_i, kn_i) for every head.
 BERT's options (docs/decoder_features.md#post-norm-blocks-bert): post_norm normalises after each
 residual sum, N(Z + att(Z)) by g_i (c_i) and N(Y + mlp(Y)) by n_i (cn_i); embed_norm normalises
 the summed embedding (ge, ce); token_types adds Ty^T X_type, the input being the token's one-hot
@@ -335,8 +336,10 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             q = affine(f"Q_{i}_{qi}", Zn, f"bq_{i}_{qi}")
             k = affine(f"K_{i}_{ki}", Zn, f"bk_{i}_{ki}")
             if arch.qk_norm:                                # QK-norm, before the rotations
-                q = ops.norm(q, blocks[f"qn_{i}_{qi}"], arch.norm, arch.norm_eps)
-                k = ops.norm(k, blocks[f"kn_{i}_{ki}"], arch.norm, arch.norm_eps)
+                qn, kn = ((f"qn_{i}", f"kn_{i}") if arch.qk_norm_shared   # one gain per layer
+                          else (f"qn_{i}_{qi}", f"kn_{i}_{ki}"))
+                q = ops.norm(q, blocks[qn], arch.norm, arch.norm_eps)
+                k = ops.norm(k, blocks[kn], arch.norm, arch.norm_eps)
             if rotated[i - 1]:                              # rotary positions
                 r = rotated[i - 1]
                 q, k = ((ops.rotate(q, r), ops.rotate(k, r)) if arch.rope_base is None else
@@ -368,7 +371,10 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             Z = normed(Z, f"g_{i}", f"c_{i}")
         if arch.mlp_widths[i - 1] > 0:
             Y = Z_in if arch.parallel else Z               # parallel: the MLP reads the input too
-            Yn = normed(Y, f"n_{i}", f"cn_{i}") if pre else Y
+            if arch.shared_norm:                           # Falcon: the attention's normed input
+                Yn = Zn
+            else:
+                Yn = normed(Y, f"n_{i}", f"cn_{i}") if pre else Y
             if arch.mlp_kind == "gated":
                 hidden = ops.mul(ops.activate(affine(f"G_{i}", Yn, f"bg_{i}"), arch.activation),
                                  affine(f"P_{i}", Yn, f"bp_{i}"))

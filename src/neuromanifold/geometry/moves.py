@@ -330,9 +330,11 @@ def _mlp_moves(arch: Architecture, i: int, current: dict, W2: dict, tol: float) 
 
 def unsearched_options(arch: Architecture) -> list[str]:
     """The options of `arch` whose moves the witness search does not model (grouped key/value
-    heads behind a QK-norm): for them `find_block_witness` searches nothing and says so."""
+    heads behind a QK-norm, QK-norm gains shared by the heads): for them `find_block_witness`
+    searches nothing and says so."""
     return [name for name, on in (("grouped key/value heads with QK-norm",
-                                   arch.kv_counts != arch.head_counts and arch.qk_norm),) if on]
+                                   arch.kv_counts != arch.head_counts and arch.qk_norm),
+                                  ("QK-norm gains shared by the heads", arch.qk_norm_shared)) if on]
 
 
 def unsearched_families(arch: Architecture) -> list[str]:

@@ -23,9 +23,13 @@ The correspondence, per layer and head (transformers names -> native blocks):
 - E the token embedding, T the first t rows of a learned position table (transposed), L the
   untied lm_head (tied models reuse E).
 
-Families: gpt2, llama, mistral, qwen2, gpt_neox, gemma, and bert (BertModel's last hidden state
-of (token id, type id) sequences: post-norm blocks, an embedding norm, token types,
-`hidden_output`); others: one line naming these. transformers is imported
+Falcon's fused query_key_value, Phi-3's qkv_proj and gate_up_proj are split into these maps;
+Falcon's one layernorm per parallel block is `shared_norm`, Qwen3's QK-norm gains shared by the
+heads `qk_norm_shared` (q_norm -> kn_i, k_norm -> qn_i); bert is BertModel's last hidden state
+of (token id, type id) sequences (post-norm blocks, an embedding norm, token types,
+`hidden_output`).
+
+Families: `CONVERTED` (others: one line naming these). transformers is imported
 by nothing here: `from_transformers` reads the module it is given.
 """
 
@@ -42,7 +46,8 @@ from ..core.checks import bad_value, check_int
 from ..core.tokens import one_hot, pair_inputs
 from .hf import load_config
 
-CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma", "bert")
+CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma", "bert", "falcon", "qwen3",
+             "phi3")
 _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                 "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
 
@@ -107,6 +112,8 @@ def from_config(config, tokens: int) -> Architecture:
                         "Only these families convert (docs/models.md#the-converter-transformers-models-as-native-networks).")
     if mt == "bert":
         return _bert_config(cfg, tokens)
+    if mt in _FAMILY_CONFIGS:
+        return _FAMILY_CONFIGS[mt](cfg, tokens)
     if mt == "gpt2":
         d, H, l = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
         if _get(cfg, "scale_attn_by_inverse_layer_idx", False) or not _get(cfg, "scale_attn_weights", True):
@@ -182,7 +189,7 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
     """(the native Architecture, its named float64 blocks) of a transformers model on t tokens.
 
     `model`: a causal-LM class (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM,
-    Qwen2ForCausalLM) or, for tied embeddings, the base model (GPT2Model, ...). The blocks are
+    Qwen2ForCausalLM, ..., FalconForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM) or, for tied embeddings, the base model (GPT2Model, ...). The blocks are
     the model's own weights (permuted rows under rotary positions, see the module docstring).
     """
     if model.config.model_type == "bert":
@@ -196,7 +203,9 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
                         "Pass the ...ForCausalLM class.")
     blocks: dict[str, torch.Tensor] = {}
     t = tokens
-    if arch.positions == "learned":
+    if model.config.model_type in _FAMILY_BLOCKS:
+        blocks.update(_FAMILY_BLOCKS[model.config.model_type](arch, base))
+    elif arch.positions == "learned":
         blocks["E"] = _matrix(base.wte.weight)
         blocks["T"] = _matrix(base.wpe.weight[:t]).T.contiguous()
         for i, layer in enumerate(base.h, start=1):
@@ -302,6 +311,150 @@ def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer, offset: float
         blocks[f"{name}_{i}"] = _matrix(proj.weight)
         if arch.mlp_bias:
             blocks[f"{bname}_{i}"] = _column(proj.bias)
+
+
+# Falcon, Qwen3, Phi-3: each family's config and blocks in functions of its own.
+
+def _falcon_config(cfg: dict, tokens: int) -> Architecture:
+    """Falcon: fused query_key_value, multi-query (one shared key/value head) or, in the new
+    decoder architecture, num_kv_heads groups; parallel blocks reading ONE layernorm
+    (`shared_norm`), or two in the new architecture's default (ln_attn, ln_mlp); sequential
+    blocks without parallel_attn; biases on every linear map with `bias`; rotary positions."""
+    d, H, l = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if _get(cfg, "alibi", False):
+        raise bad_value("config: alibi", "False (rotary positions)", True,
+                        "ALiBi position biases have no native counterpart yet.")
+    new = bool(_get(cfg, "new_decoder_architecture", False))
+    if new and not _get(cfg, "parallel_attn", True):
+        raise bad_value("config: parallel_attn", "True with new_decoder_architecture", False,
+                        "transformers' new Falcon decoder is always parallel; drop parallel_attn.")
+    if new:
+        G, parallel = _get(cfg, "num_kv_heads", H), True
+        shared = _get(cfg, "num_ln_in_parallel_attn", 2) == 1
+    else:
+        G = 1 if _get(cfg, "multi_query", True) else H
+        parallel = shared = bool(_get(cfg, "parallel_attn", True))
+    a, bias = d // H, bool(_get(cfg, "bias", False))
+    return Architecture(
+        widths=(d,) * (l + 1), keys=a, tokens=tokens, attention="softmax",
+        temperature=math.sqrt(a), heads=H, values=a, residual=True,
+        mlp=_get(cfg, "ffn_hidden_size", 4 * d),
+        activation=_activation({"activation": _get(cfg, "activation", "gelu")}, "activation"),
+        norm="layernorm", causal=True, positions="rope", kv_heads=G if G < H else None,
+        gqa=G < H, bias=bias, mlp_bias=bias, vocab=cfg["vocab_size"],
+        tied=bool(_get(cfg, "tie_word_embeddings", True)), final_norm=True, norm_bias=True,
+        norm_eps=_get(cfg, "layer_norm_epsilon", 1e-5), rope_base=_rope_base(cfg),
+        parallel=parallel, shared_norm=shared)
+
+
+def _qwen3_config(cfg: dict, tokens: int) -> Architecture:
+    """Qwen3: Llama's network (q/k/v/o biases only with attention_bias) with a QK-norm, RMSNorm
+    over head_dim with ONE gain shared by the heads (`qk_norm_shared`), before the rotations."""
+    arch = from_config({**cfg, "model_type": "llama", "mlp_bias": False,
+                        "head_dim": _get(cfg, "head_dim", 128),    # Qwen3Config's defaults
+                        "hidden_act": _get(cfg, "hidden_act", "silu")}, tokens)
+    return replace(arch, qk_norm=True, qk_norm_shared=True)
+
+
+def _phi3_config(cfg: dict, tokens: int) -> Architecture:
+    """Phi-3: Llama's network without biases (fused qkv_proj and gate_up_proj), partial rotary
+    positions (partial_rotary_factor), a sliding window on every layer where set; longrope
+    scaling is refused."""
+    window = cfg.get("sliding_window")
+    arch = from_config({**cfg, "model_type": "llama", "attention_bias": False, "mlp_bias": False,
+                        "use_sliding_window": window is not None,
+                        "hidden_act": _get(cfg, "hidden_act", "silu"),   # Phi3Config's defaults
+                        "rms_norm_eps": _get(cfg, "rms_norm_eps", 1e-5)}, tokens)
+    pairs = _rope_pairs(cfg, arch.keys[0])
+    return replace(arch, rope_pairs=pairs)
+
+
+def _falcon_blocks(arch: Architecture, base) -> dict[str, torch.Tensor]:
+    """Falcon's query_key_value holds [q_1..q_H, k, v] (multi-query), [q_h, k_h, v_h] per head
+    (neither) or, per group, [its n queries, k_g, v_g] (new decoder architecture)."""
+    H, G, a = arch.head_counts[0], arch.kv_counts[0], arch.keys[0]
+    blocks = {"E": _matrix(base.word_embeddings.weight)}
+    for i, layer in enumerate(base.h, start=1):
+        att, mlp = layer.self_attention, layer.mlp
+        perm = torch.tensor(rotary_permutation(a, arch.rotated_pairs[i - 1]))
+        parts = [_matrix(att.query_key_value.weight)]
+        if att.query_key_value.bias is not None:
+            parts.append(_matrix(att.query_key_value.bias).reshape(-1, 1))
+        fused = torch.cat(parts, dim=1)                     # rows (out) x [weight | bias]
+        if layer.config.new_decoder_architecture:
+            grouped = fused.reshape(G, H // G + 2, a, -1)
+            q, k, v = grouped[:, :-2].reshape(H, a, -1), grouped[:, -2], grouped[:, -1]
+        elif G == 1:
+            q, k, v = fused[:H * a].reshape(H, a, -1), fused[H * a:H * a + a][None], fused[H * a + a:][None]
+        else:
+            per_head = fused.reshape(H, 3, a, -1)
+            q, k, v = per_head[:, 0], per_head[:, 1], per_head[:, 2]
+        for name, bname, rows, n, permute in (("K", "bk", q, H, True), ("Q", "bq", k, G, True),
+                                              ("W", "bv", v, G, False)):
+            for h in range(1, n + 1):                      # native Q = key, K = query
+                m = rows[h - 1][perm] if permute else rows[h - 1]
+                blocks[f"{name}_{i}_{h}"] = m[:, :arch.widths[0]].clone()
+                if arch.bias:
+                    blocks[f"{bname}_{i}_{h}"] = m[:, -1:].clone()
+        dense = _matrix(att.dense.weight)
+        for h in range(1, H + 1):
+            blocks[f"O_{i}_{h}"] = dense[:, (h - 1) * a: h * a].clone()
+        if arch.bias:
+            blocks[f"bo_{i}"] = _column(att.dense.bias)
+        first, second = ((layer.ln_attn, layer.ln_mlp) if hasattr(layer, "ln_attn") else
+                         (layer.input_layernorm, getattr(layer, "post_attention_layernorm", None)))
+        blocks[f"g_{i}"], blocks[f"c_{i}"] = _column(first.weight), _column(first.bias)
+        if not arch.shared_norm:
+            blocks[f"n_{i}"], blocks[f"cn_{i}"] = _column(second.weight), _column(second.bias)
+        blocks[f"P_{i}"], blocks[f"U_{i}"] = _matrix(mlp.dense_h_to_4h.weight), _matrix(mlp.dense_4h_to_h.weight)
+        if arch.mlp_bias:
+            blocks[f"bp_{i}"], blocks[f"bu_{i}"] = _column(mlp.dense_h_to_4h.bias), _column(mlp.dense_4h_to_h.bias)
+    blocks["f"], blocks["cf"] = _column(base.ln_f.weight), _column(base.ln_f.bias)
+    return blocks
+
+
+def _qwen3_blocks(arch: Architecture, base) -> dict[str, torch.Tensor]:
+    """Llama's blocks and the shared QK-norm gains, permuted as the rows they scale: native qn_i
+    is k_norm (native Q = key), kn_i is q_norm."""
+    blocks = {"E": _matrix(base.embed_tokens.weight)}
+    for i, layer in enumerate(base.layers, start=1):
+        _rotary_layer(arch, blocks, i, layer, 0.0)
+        perm = rotary_permutation(arch.keys[i - 1], arch.rotated_pairs[i - 1])
+        blocks[f"qn_{i}"] = _column(layer.self_attn.k_norm.weight)[perm]
+        blocks[f"kn_{i}"] = _column(layer.self_attn.q_norm.weight)[perm]
+    blocks["f"] = _gain(base.norm, 0.0)
+    return blocks
+
+
+def _phi3_blocks(arch: Architecture, base) -> dict[str, torch.Tensor]:
+    """Phi-3's fused maps unfused into Llama's: qkv_proj rows [q (H a); k (G a); v (G a)],
+    gate_up_proj rows [gate (m); up (m)]."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    H, G, a, m = arch.head_counts[0], arch.kv_counts[0], arch.keys[0], arch.mlp_widths[0]
+    blocks = {"E": _matrix(base.embed_tokens.weight)}
+    for i, layer in enumerate(base.layers, start=1):
+        qkv, gate_up = layer.self_attn.qkv_proj.weight, layer.mlp.gate_up_proj.weight
+
+        def linear(w):
+            return SimpleNamespace(weight=w, bias=None)
+
+        unfused = SimpleNamespace(
+            input_layernorm=layer.input_layernorm,
+            post_attention_layernorm=layer.post_attention_layernorm,
+            self_attn=SimpleNamespace(q_proj=linear(qkv[:H * a]),
+                                      k_proj=linear(qkv[H * a:(H + G) * a]),
+                                      v_proj=linear(qkv[(H + G) * a:]),
+                                      o_proj=layer.self_attn.o_proj),
+            mlp=SimpleNamespace(gate_proj=linear(gate_up[:m]), up_proj=linear(gate_up[m:]),
+                                down_proj=layer.mlp.down_proj))
+        _rotary_layer(arch, blocks, i, unfused, 0.0)
+    blocks["f"] = _gain(base.norm, 0.0)
+    return blocks
+
+
+_FAMILY_CONFIGS = {"falcon": _falcon_config, "qwen3": _qwen3_config, "phi3": _phi3_config}
+_FAMILY_BLOCKS = {"falcon": _falcon_blocks, "qwen3": _qwen3_blocks, "phi3": _phi3_blocks}
 
 
 def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor,

@@ -482,6 +482,8 @@ def _gains(arch: Architecture, blocks: dict, i: int) -> list[tuple[str, list[str
     gains = [(f"g_{i}", _consumers(arch, blocks, i))]
     if arch.mlp_widths[i - 1] > 0:
         gains.append((f"n_{i}", _mlp_readers(arch, i)))
+    if arch.shared_norm:     # one norm: g_i * N(Z) read by the heads and the MLP alike
+        return [(f"g_{i}", [name for _, readers in gains for name in readers])]
     return gains
 
 
@@ -845,9 +847,14 @@ def _stream_blocks(arch: Architecture, blocks: dict) -> tuple[list[str], list[tu
     for i in range(1, arch.n_layers + 1):
         readers += [(name, f"g_{i}") for name in _consumers(arch, blocks, i)]
         if arch.mlp_widths[i - 1] > 0:
-            readers += [(name, f"n_{i}") for name in _mlp_readers(arch, i)]
+            readers += [(name, _mlp_gain(arch, i)) for name in _mlp_readers(arch, i)]
         writers += _layer_writers(arch, blocks, i)
     return writers, readers
+
+
+def _mlp_gain(arch: Architecture, i: int) -> str:
+    """The norm gain in front of MLP i's readers: n_i, or g_i with one shared norm."""
+    return f"g_{i}" if arch.shared_norm else f"n_{i}"
 
 
 def _stages(arch: Architecture, blocks: dict, i: int) -> list[tuple[list[str], list[str]]]:
@@ -1048,6 +1055,22 @@ def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, 
                 for c in coord:
                     parts[qn][c] = blocks[qn][c]
             put(parts)
+
+
+def shared_qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                            put) -> None:
+    """Shared QK-norm gain balance (qk_norm_shared: one gain qn_i, kn_i per layer for every
+    head): qn_i -> c qn_i, kn_i -> kn_i / c on one unrotated coordinate, or on both coordinates
+    of a rotated pair; every head's score (qn_i * N(q_h))^T R^m (kn_i * N(k_h)) is unchanged."""
+    pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+    coords = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, arch.keys[i - 1])]
+    qn, kn = f"qn_{i}", f"kn_{i}"
+    for coord in coords:
+        parts = {qn: zero[qn].clone(), kn: zero[kn].clone()}
+        for c in coord:
+            parts[qn][c] = blocks[qn][c]
+            parts[kn][c] = ops.neg(blocks[kn][c])
+        put(parts)
 
 
 def final_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict, put) -> None:

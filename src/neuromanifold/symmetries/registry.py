@@ -35,6 +35,7 @@ _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
 _COMBINED = "docs/decoder_features.md#combined-features"
+_SHARED = "docs/decoder_features.md#one-shared-norm-shared-qk-norm-gains"
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,12 @@ def _qk_gain_count(arch: Architecture) -> int:
                enumerate(zip(arch.kv_counts, arch.keys), start=1))
 
 
+def _shared_qk_gain_count(arch: Architecture) -> int:
+    """One scaling per unrotated coordinate and per rotated pair of each layer's shared gains
+    (qn_i -> c qn_i, kn_i -> kn_i / c on it): sum (a - R), on distinct coordinates of qn_i."""
+    return sum(a - _rotated(arch, i) for i, a in enumerate(arch.keys, start=1))
+
+
 def _stream_basis_count(arch: Architecture) -> int | None:
     """None: the group acts freely only where the stream's writers and readers have full rank
     (V >= d_0 among them); the rank is measured, not proved, for every size."""
@@ -212,6 +219,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("QK-norm gain balance", False, lambda a: a.qk_norm and _plain_heads(a), _NORMS,
            at_layer=lambda a, i: True, build=c.qk_gain_tangents, generic_count=_qk_gain_count,
            move="QK-norm gain balance", act=actions.balance_qk_gains),
+    # Qwen3: one QK-norm gain per layer shared by the heads (qk_norm_shared).
+    Family("shared QK-norm gain balance", False, lambda a: a.qk_norm_shared, _SHARED,
+           at_layer=lambda a, i: True, build=c.shared_qk_gain_tangents,
+           generic_count=_shared_qk_gain_count),
     Family("final norm gain", False, lambda a: a.final_norm and a.vocab is not None and not a.tied,
            _NORMS, build=c.final_gain_tangents, move="final norm gain",
            act=actions.scale_final_gain),
@@ -305,6 +316,12 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
         return bert
     if arch.gqa and name not in _GQA_PROVED:
         return True
+    # One norm per parallel block, QK-norm gains shared by the heads: only the families checked
+    # for them (docs/decoder_features.md#one-shared-norm-shared-qk-norm-gains).
+    if arch.shared_norm and name not in _SHARED_NORM_PROVED:
+        return True
+    if arch.qk_norm_shared and name not in _SHARED_QK_PROVED:
+        return True
     if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
         return True
     # They move E (with L, T or the readers), built for an unscaled embedding.
@@ -334,7 +351,24 @@ _GQA_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-he
                "stream shifts behind layernorm", "between-layer GL", "unseen directions",
                "layernorm shifts", "norm rotations", "layernorm shifts at the ends",
                "norm rotations at the ends", "output bias into readers' biases",
-               "input shift into readers' biases", "embedding shift into positions")
+               "input shift into readers' biases", "embedding shift into positions",
+               "shared QK-norm gain balance")   # qn_i, kn_i: every head's, whatever the grouping
+# shared_norm: the families that do not read the norms (attention's and the MLP's own), and the
+# norm families whose readers of g_i include the MLP's (`catalogue._gains`, `_mlp_gain`).
+_SHARED_NORM_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
+                       "per-head GL(v) on (W, O)", "per-head rescaling", "gqa head mixing",
+                       "head mixing", "QK-norm gain balance", "shared QK-norm gain balance",
+                       "final norm gain", "MLP neuron rescaling", "norm gain rescaling",
+                       "layernorm mean directions", "stream rotations behind norms",
+                       "stream shifts behind layernorm", "one-token softmax", "grouped query sums",
+                       "softmax query bias", "value bias beside output bias",
+                       "embedding shift into positions")
+# qk_norm_shared: every family that moves no QK-norm gain (the per-head balance is replaced).
+_SHARED_QK_PROVED = tuple(name for name in _SHARED_NORM_PROVED if name != "QK-norm gain balance") + (
+    "stream basis at the embedding and logits", "between-layer GL", "unseen directions",
+    "layernorm shifts", "norm rotations", "layernorm shifts at the ends",
+    "norm rotations at the ends", "output bias into readers' biases",
+    "input shift into readers' biases")
 _STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations behind norms",
                    "stream shifts behind layernorm")
 _MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
