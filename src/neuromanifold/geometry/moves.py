@@ -100,7 +100,7 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
     unfactored: from V_g), GL(a) (or the rotary commutant) fixed by the group's Q_g and its query
     bias shift (softmax), GL(v) fixed by W_g and the value bias shift (softmax); then the heads:
     the gqa head mixing of the pairs (O_h, K_h) (lightning, value widths; reported as per-head
-    rescalings or a head permutation when it is one), the grouped key sums (lightning,
+    rescalings where it is diagonal), the grouped key sums (lightning,
     unfactored), or a permutation of the heads within the group (softmax). None where these do
     not map it (no groups are permuted)."""
     if arch.qk_norm:
@@ -140,7 +140,7 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
                 step({"layer": i, "group": g, "move": "query bias shift", "e": e})
         _value_steps(arch, i, g, W2, tol, shifts, lambda: current, step)
         if lightning and factored:
-            found = _head_mix(arch, i, g, heads, current, W2, tol)
+            found = _head_mix(i, g, heads, current, W2, tol)
             if found is None:
                 return None
             for move in found:
@@ -175,29 +175,20 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
     return None if mlp is None else moves + mlp
 
 
-def _head_mix(arch: Architecture, i: int, g: int, heads: list[int], W1: dict, W2: dict,
-              tol: float) -> list | None:
+def _head_mix(i: int, g: int, heads: list[int], W1: dict, W2: dict, tol: float) -> list | None:
     """The moves of GL(n_g) on the pairs (O_h, K_h) of group g (lightning, value widths) mapping
     W1's O_h onto W2's: O2 = O1 M on the heads' O_h side by side; per-head rescalings where M is
-    diagonal, a head permutation where it permutes, else the gqa head mixing; None where no
-    invertible M maps them."""
+    diagonal, else the gqa head mixing; None where no invertible M maps them."""
     O1 = np.stack([W1[f"O_{i}_{h}"].ravel() for h in heads], axis=1)
     O2 = np.stack([W2[f"O_{i}_{h}"].ravel() for h in heads], axis=1)
     M = np.linalg.lstsq(O1, O2, rcond=None)[0]
     if _rel(O1 @ M, O2) > tol or abs(np.linalg.det(M)) < 1e-12:
         return None
-    n = len(heads)
-    if _rel(M, np.eye(n)) <= tol:
+    if _rel(M, np.eye(len(heads))) <= tol:
         return []
     if _rel(M, np.diag(np.diag(M))) <= tol:
         return [{"layer": i, "head": h, "move": "per-head rescaling", "c": 1.0 / M[k, k]}
                 for k, h in enumerate(heads) if abs(M[k, k] - 1.0) > tol]
-    rows = np.argmax(np.abs(M), axis=0)
-    if sorted(rows) == list(range(n)) and _rel(M, np.eye(n)[rows].T) <= tol:
-        full = list(range(1, arch.head_counts[i - 1] + 1))
-        for k, h in enumerate(heads):
-            full[h - 1] = heads[rows[k]]
-        return [{"layer": i, "move": "head permutation", "perm": full}]
     return [{"layer": i, "group": g, "move": "gqa head mixing", "M": M}]
 
 
