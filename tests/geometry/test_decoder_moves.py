@@ -233,6 +233,21 @@ def test_fiber_cli_names_the_grouped_moves(tmp_path, capsys):
     assert names <= {m["move"] for m in d["witness"]}
 
 
+def test_grouped_witness_is_applied_back_exactly():
+    """Integer weights of an unfactored grouped lightning network and rational moves (per-group
+    rescaling, grouped key sums): `fiber` proves the identity and applies the witness exactly."""
+    arch = Architecture((3, 3), 2, 2, "lightning", heads=4, kv_heads=2, causal=True)
+    W1 = {k: np.round(4 * v) for k, v in _blocks(arch, 3).items()}
+    D = np.round(2 * seeded_rng(1, "D").standard_normal((1, 2, 3)))
+    W2 = apply_block_witness(arch, W1, [
+        {"layer": 1, "group": 2, "move": "per-head rescaling", "c": 2.0},
+        {"layer": 1, "group": 1, "move": "grouped key sums", "D": D}])
+    result = same_block_function(arch, W1, W2, method="exact")
+    assert result.same_function and result.method == "exact" and result.kind == "generic"
+    assert {"per-head rescaling", "grouped key sums"} <= {m["move"] for m in result.witness}
+    assert any("applied back exactly" in n for n in result.notes)
+
+
 def test_token_networks_are_compared_at_every_sequence():
     arch = Architecture((3, 3), 2, 2, "lightning", heads=2, vocab=3, bias=True, causal=True)
     W1 = _blocks(arch)
