@@ -3,6 +3,9 @@
 softmax: parameters, dimension, status and the symmetry families (incremental ranks).
 
 Usage: PYTHONPATH=src .venv/bin/python scripts/decoder_table.py      (prints the Markdown tables)
+       PYTHONPATH=src .venv/bin/python scripts/decoder_table.py --write [MARKER ...]
+           (writes the tables between their markers in docs/decoder_features.md, e.g.
+            `--write grouping_table gqa_table`; every table without a marker named)
 
 Four tables: every option alone and combined (`table`), the causal mask against none on the
 paper's networks (`causal_table`), the cost of grouping key/value heads (`grouping_table`), and
@@ -15,7 +18,10 @@ tests/core/test_decoder_features.py recomputes the rows and compares them with t
 
 from __future__ import annotations
 
+import re
+import sys
 import warnings
+from pathlib import Path
 
 from neuromanifold.core.architecture import Architecture
 from neuromanifold.dimension.api import neuromanifold_dim
@@ -143,10 +149,10 @@ def grouping_table(measured) -> str:
 # keys 2 (one rotated pair; 4 for the partial-rotary NeoX row), 2 heads, t = 3, vocabulary 8
 # (above d + 2: not a small vocabulary), and the Falcon row again with 16 token ids.
 MODEL_ROWS: tuple[tuple[str, dict], ...] = (
-    # Grouped rows in transformers' layout (`gqa`: the group shares the paper's Q and W, each
-    # head keeps its K and O; docs/decoder_features.md#transformers-grouped-query-attention-gqa).
+    # Grouped rows (kv_heads, transformers' grouping: the group shares the paper's Q and W, each
+    # head keeps its K and O; docs/decoder_features.md#grouped-keyvalue-heads), with value widths.
     ("mini Llama: causal, rope, 1 key/value head, gated MLP, residual, untied logits",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, causal=True,
           positions="rope", residual=True, mlp=3, mlp_kind="gated", vocab=8)),
     ("mini GPT-2: causal, learned positions, biases, MLP biases, residual, tied logits",
      dict(widths=(4, 4), keys=2, tokens=3, heads=2, causal=True, positions="learned", bias=True,
@@ -155,20 +161,21 @@ MODEL_ROWS: tuple[tuple[str, dict], ...] = (
      dict(widths=(4, 4), keys=4, tokens=3, heads=2, causal=True, positions="rope", rope_pairs=1,
           parallel=True, residual=True, mlp=3, bias=True, mlp_bias=True, vocab=8)),
     ("mini Falcon: causal, rope, 1 key/value head, parallel, untied logits",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, causal=True,
           positions="rope", parallel=True, residual=True, mlp=3, vocab=8)),
     # The same with 16 token ids: the finite-vocabulary gap of its parallel MLP closes
     # (docs/decoder_features.md#combined-features).
     ("mini Falcon, 16 token ids",
-     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, causal=True,
+     dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, causal=True,
           positions="rope", parallel=True, residual=True, mlp=3, vocab=16)),
 )
 
 
-# Transformers' grouped-query layout (`gqa`): 2 heads sharing 1 key/value group, value width 2,
-# keys 2, t = 3; the Llama shape adds causal rotary positions, rmsnorm, a gated silu MLP of 3,
-# a vocabulary of 6 and a final norm (softmax only: rmsnorm is not polynomial either way).
-GQA = dict(heads=2, kv_heads=1, values=2, gqa=True, keys=2, tokens=3)
+# Grouped key/value heads with value widths (transformers' layout): 2 heads sharing 1 key/value
+# group, value width 2, keys 2, t = 3; the Llama shape adds causal rotary positions, rmsnorm, a
+# gated silu MLP of 3, a vocabulary of 6 and a final norm (softmax only: rmsnorm is not
+# polynomial either way).
+GQA = dict(heads=2, kv_heads=1, values=2, keys=2, tokens=3)
 LLAMA_SHAPE = dict(GQA, attention="softmax", residual=True, norm="rmsnorm", mlp=3,
                    mlp_kind="gated", activation="silu", positions="rope", causal=True, vocab=6,
                    final_norm=True)
@@ -188,7 +195,7 @@ GQA_ROWS: tuple[tuple[str, tuple[str, ...], dict], ...] = (
 
 
 def gqa_rows() -> list[tuple[str, int, dict]]:
-    """(network, params, {attention: measurement}) of every gqa row."""
+    """(network, params, {attention: measurement}) of every grouped row with value widths."""
     out = []
     for label, attentions, options in GQA_ROWS:
         measured = {a: measure(Architecture(**{**options, "attention": a})) for a in attentions}
@@ -213,7 +220,27 @@ def model_rows() -> list[tuple[str, str, dict]]:
             for name, options in MODEL_ROWS for attention in ("lightning", "softmax")]
 
 
-if __name__ == "__main__":
+TABLES = {"decoder_table": lambda: table(rows()),
+          "causal_table": lambda: causal_table(causal_rows()),
+          "grouping_table": lambda: grouping_table(grouping_rows()),
+          "models_table": lambda: table(model_rows()),
+          "gqa_table": lambda: gqa_table(gqa_rows())}
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
+
+
+def write(markers: list[str]) -> None:
+    """Recompute the tables `markers` (all without any) and write each between its markers."""
+    text = PAGE.read_text(encoding="utf-8")
+    for marker in markers or list(TABLES):
+        block = TABLES[marker]()
+        text = re.sub(rf"(<!-- {marker} -->\n).*?(\n<!-- /{marker} -->)",
+                      lambda m, b=block: m.group(1) + b + m.group(2), text, flags=re.S)
+    PAGE.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    write(sys.argv[sys.argv.index("--write") + 1:])
+elif __name__ == "__main__":
     print(table(model_rows()))
     print()
     print(table(rows()))

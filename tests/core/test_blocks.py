@@ -51,6 +51,8 @@ DECODER_BLOCKS = {
                                          activation="silu", norm="layernorm", bias=True,
                                          mlp_bias=True, causal=True),
     "bias lightning deep": Architecture((3, 3, 3), 2, 3, bias=True, heads=2, kv_heads=1),
+    "grouped softmax values bias": Architecture((3, 3), 2, 3, "softmax", heads=4, kv_heads=2,
+                                                values=2, bias=True, causal=True),
 }
 
 
@@ -100,9 +102,10 @@ def _loop_forward(arch, blocks, X):
                 def value(z):
                     if f"V_{i}_{g}" in blocks:
                         return lin(f"V_{i}_{g}", z, f"bv_{i}_{g}")
-                    return blocks[f"O_{i}_{g}"] @ lin(f"W_{i}_{g}", z, f"bv_{i}_{g}")
+                    return blocks[f"O_{i}_{h}"] @ lin(f"W_{i}_{g}", z, f"bv_{i}_{g}")
                 seen = range(col + 1) if arch.causal else range(t)
-                logits = [float(lin(f"Q_{i}_{h}", Zn[j], f"bq_{i}_{h}") @ lin(f"K_{i}_{g}", Zn[col], f"bk_{i}_{g}"))
+                # transformers' grouping: the group shares Q and the value map, K and O per head
+                logits = [float(lin(f"Q_{i}_{g}", Zn[j], f"bq_{i}_{g}") @ lin(f"K_{i}_{h}", Zn[col], f"bk_{i}_{h}"))
                           for j in seen]
                 if arch.attention == "softmax":
                     e = [math.exp(s / arch.temperature) for s in logits]

@@ -73,21 +73,22 @@ def test_defaults_leave_every_network_unchanged():
 
 
 def test_layout_names_follow_the_contract():
-    """Grouped heads: queries first, then K, V per group; biases after their maps; bo after the
-    heads; a gated MLP's G before P; MLP biases after G, P, U."""
+    """Grouped heads (transformers' grouping): every head's K first, then Q and W per group, then
+    every head's O; biases after their maps; bo after the heads; a gated MLP's G before P; MLP
+    biases after G, P, U."""
     arch = Architecture((3, 3), 2, 3, heads=4, kv_heads=2, values=2, bias=True, mlp=5,
                         mlp_kind="gated", mlp_bias=True)
     names = [(n, s) for n, s, _ in block_layout(arch)]
     assert names == [
-        ("Q_1_1", (2, 3)), ("bq_1_1", (2, 1)), ("Q_1_2", (2, 3)), ("bq_1_2", (2, 1)),
-        ("Q_1_3", (2, 3)), ("bq_1_3", (2, 1)), ("Q_1_4", (2, 3)), ("bq_1_4", (2, 1)),
-        ("K_1_1", (2, 3)), ("bk_1_1", (2, 1)), ("W_1_1", (2, 3)), ("bv_1_1", (2, 1)), ("O_1_1", (3, 2)),
-        ("K_1_2", (2, 3)), ("bk_1_2", (2, 1)), ("W_1_2", (2, 3)), ("bv_1_2", (2, 1)), ("O_1_2", (3, 2)),
-        ("bo_1", (3, 1)), ("G_1", (5, 3)), ("bg_1", (5, 1)), ("P_1", (5, 3)), ("bp_1", (5, 1)),
+        ("K_1_1", (2, 3)), ("bk_1_1", (2, 1)), ("K_1_2", (2, 3)), ("bk_1_2", (2, 1)),
+        ("K_1_3", (2, 3)), ("bk_1_3", (2, 1)), ("K_1_4", (2, 3)), ("bk_1_4", (2, 1)),
+        ("Q_1_1", (2, 3)), ("bq_1_1", (2, 1)), ("W_1_1", (2, 3)), ("bv_1_1", (2, 1)),
+        ("Q_1_2", (2, 3)), ("bq_1_2", (2, 1)), ("W_1_2", (2, 3)), ("bv_1_2", (2, 1)),
+        ("O_1_1", (3, 2)), ("O_1_2", (3, 2)), ("O_1_3", (3, 2)), ("O_1_4", (3, 2)), ("bo_1", (3, 1)), ("G_1", (5, 3)), ("bg_1", (5, 1)), ("P_1", (5, 3)), ("bp_1", (5, 1)),
         ("U_1", (3, 5)), ("bu_1", (3, 1))]
-    # n_params without torch: 4 queries (a d + a), 2 groups (a d + a + v d + v + d v), bo, MLP
+    # n_params without torch: 4 heads (a d + a + d v), 2 groups (a d + a + v d + v), bo, MLP
     a, d, v, m = 2, 3, 2, 5
-    assert arch.n_params == 4 * (a * d + a) + 2 * (a * d + a + v * d + v + d * v) + d \
+    assert arch.n_params == 4 * (a * d + a + d * v) + 2 * (a * d + a + v * d + v) + d \
         + 2 * (m * d + m) + d * m + d
     assert [n for n, _, _ in block_layout(Architecture((3, 3), 2, 3, bias=True))] == [
         "Q_1_1", "bq_1_1", "K_1_1", "bk_1_1", "V_1_1", "bv_1_1", "bo_1"]
@@ -215,7 +216,7 @@ def test_new_families_have_their_proved_counts():
             assert torch.linalg.matrix_rank(tangents[start:start + n]) == fam.count(arch), name
         start += n
     lightning = Architecture((3, 3), 2, 3, heads=4, kv_heads=2, bias=True)
-    assert family("grouped query sums").count(lightning) == 2 * 2 * (3 + 1)
+    assert family("grouped key sums").count(lightning) == 2 * 2 * (3 + 1)
 
 
 @pytest.mark.parametrize("arch,truth", [
@@ -232,8 +233,9 @@ def test_exact_equals_numerical_and_is_certified(arch, truth):
 
 
 def test_grouped_lightning_heads_are_one_head_per_group():
-    """Lightning: the queries of a group enter through their sum, so H heads in G groups have the
-    dimension of G heads (the `grouped query sums` family); softmax keeps every query."""
+    """Lightning: the keys K_h of a group enter through their sum beside the shared V_g, so H heads
+    in G groups have the dimension of G heads (the `grouped key sums` family); softmax keeps
+    every K_h."""
     grouped = _quiet_dim(Architecture((3, 3), 2, 3, heads=4, kv_heads=2), "certified")
     two = _quiet_dim(Architecture((3, 3), 2, 3, heads=2), "certified")
     assert grouped.dimension == two.dimension == 32 and grouped.status == "certified"
@@ -418,7 +420,7 @@ def test_combined_features_keep_every_tangent_in_the_exact_kernel(options):
 @pytest.mark.parametrize("attention", ["softmax", "lightning"])
 def test_combined_features_keep_every_tangent_in_the_float_kernel(options, attention):
     """The same in float64 for softmax (and lightning behind norms): a softmax query bias before
-    a rotation or a QK-norm, and grouped query sums behind a QK-norm, are not symmetries (the
+    a rotation or a QK-norm, and grouped key sums behind a QK-norm, are not symmetries (the
     registry leaves them out there)."""
     from neuromanifold.core.blocks import flatten_blocks
     from neuromanifold.core.tokens import input_stream

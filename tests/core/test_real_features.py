@@ -30,7 +30,7 @@ FEATURES = {
     "gelu_tanh": dict(residual=True, mlp=3, activation="gelu_tanh"),
     "rope_base": dict(positions="rope", rope_base=500.0, heads=2),
     "no out_bias": dict(bias=True, out_bias=False, heads=2),
-    "gqa": dict(heads=2, kv_heads=1, values=2, gqa=True, residual=True),
+    "gqa": dict(heads=2, kv_heads=1, values=2, residual=True),
     "embed_scale": dict(vocab=5, embed_scale=2.0 ** 0.5, residual=True, mlp=2, tied=True),
 }
 
@@ -43,8 +43,6 @@ FEATURES = {
     (dict(rope_base=500.0), "rope_base"),
     (dict(positions="rope", rope_base=0.5), "rope_base"),
     (dict(out_bias=False), "out_bias"),
-    (dict(heads=2, kv_heads=1, gqa=True), "gqa"),
-    (dict(heads=2, values=2, gqa=True), "gqa"),
     (dict(embed_scale=2.0), "embed_scale"),
     (dict(vocab=5, embed_scale=-1.0), "embed_scale"),
 ])
@@ -68,7 +66,7 @@ def test_layout_of_the_new_blocks():
     names = [n for n, _, _ in block_layout(Architecture(**BASE, **FEATURES["no out_bias"]))]
     assert "bo_1" not in names and "bq_1_1" in names
     names = [n for n, _, _ in block_layout(Architecture(
-        **{**BASE, "widths": (4, 4)}, heads=4, kv_heads=2, values=2, gqa=True, bias=True))]
+        **{**BASE, "widths": (4, 4)}, heads=4, kv_heads=2, values=2, bias=True))]
     assert names[:8] == ["K_1_1", "bk_1_1", "K_1_2", "bk_1_2", "K_1_3", "bk_1_3", "K_1_4", "bk_1_4"]
     assert names[8:16] == ["Q_1_1", "bq_1_1", "W_1_1", "bv_1_1", "Q_1_2", "bq_1_2", "W_1_2", "bv_1_2"]
     assert names[16:] == ["O_1_1", "O_1_2", "O_1_3", "O_1_4", "bo_1"]
@@ -123,9 +121,10 @@ def test_dim_spells_the_options_and_refuses_bad_ones_in_one_line(capsys):
                  "--bias", "--no-out-bias", "--positions", "rope", "--rope-base", "1e4",
                  "--method", "numerical", "--json"])
     d = json.loads(capsys.readouterr().out)
-    assert code in (0, 1) and d["architecture"]["gqa"] and d["architecture"]["norm_eps"] == 1e-3
+    assert code in (0, 1) and d["architecture"]["kv_heads"] == [1] and "gqa" not in d["architecture"]
+    assert d["architecture"]["norm_eps"] == 1e-3
     assert d["architecture"]["rope_base"] == 1e4 and d["architecture"]["out_bias"] is False
-    for args in (["--gqa"], ["--norm-bias"], ["--no-out-bias"], ["--rope-base", "1e4"],
+    for args in (["--norm-bias"], ["--no-out-bias"], ["--rope-base", "1e4"],
                  ["--positions", "rope", "--rope-base", "1e4", "--method", "exact"]):
         code = main(["dim", "--widths", "4,4", "--keys", "2", *args])
         err = capsys.readouterr().err

@@ -55,19 +55,31 @@ CASES = {
         lambda rng: [{"layer": 1, "head": 2, "move": "per-head GL(a)", "G": _invertible(rng, 2)},
                      {"layer": 1, "move": "head permutation", "perm": [2, 1]},
                      {"layer": 1, "head": 1, "move": "query bias shift", "e": rng.standard_normal(2)}]),
-    "grouped lightning with biases: group GL, rescaling, query sums": (
+    "grouped lightning with biases: group GL, rescaling, key sums": (
         Architecture((3, 4), 3, 2, "lightning", heads=4, kv_heads=2, bias=True, causal=True),
         lambda rng: [{"layer": 1, "group": 1, "move": "per-head GL(a)", "G": _invertible(rng, 3)},
                      {"layer": 1, "group": 2, "move": "per-head rescaling", "c": 1.4},
-                     {"layer": 1, "group": 1, "move": "grouped query sums",
+                     {"layer": 1, "group": 1, "move": "grouped key sums",
                       "D": rng.standard_normal((1, 3, 3)), "Db": rng.standard_normal((1, 3, 1))}]),
     "grouped softmax with biases and value widths": (
         Architecture((3, 4), 2, 3, "softmax", heads=4, kv_heads=2, values=2, bias=True),
         lambda rng: [{"layer": 1, "group": 2, "move": "per-head GL(a)", "G": _invertible(rng, 2)},
                      {"layer": 1, "move": "head permutation", "perm": [2, 1, 3, 4]},
-                     {"layer": 1, "head": 3, "move": "query bias shift", "e": rng.standard_normal(2)},
+                     {"layer": 1, "group": 2, "move": "query bias shift", "e": rng.standard_normal(2)},
                      {"layer": 1, "group": 1, "move": "value bias shift", "e": rng.standard_normal(2)},
                      {"layer": 1, "group": 2, "move": "per-head GL(v)", "G": _invertible(rng, 2)}]),
+    "grouped lightning with value widths: GL(a), GL(v), gqa head mixing": (
+        Architecture((4, 4), 3, 3, "lightning", heads=4, kv_heads=2, values=2, causal=True,
+                     bias=True),
+        lambda rng: [{"layer": 1, "group": 1, "move": "per-head GL(a)", "G": _invertible(rng, 3)},
+                     {"layer": 1, "group": 1, "move": "per-head GL(v)", "G": _invertible(rng, 2)},
+                     {"layer": 1, "group": 2, "move": "gqa head mixing", "M": _invertible(rng, 2)}]),
+    "grouped softmax, rotary commutant, permutation in a group, value bias": (
+        Architecture((4, 4), 4, 3, "softmax", heads=4, kv_heads=2, bias=True, positions="rope",
+                     rope_pairs=1),
+        lambda rng: [{"layer": 1, "group": 1, "move": "rotary commutant", "G": _commutant(rng, 4, 1)},
+                     {"layer": 1, "move": "head permutation", "perm": [1, 2, 4, 3]},
+                     {"layer": 1, "group": 2, "move": "value bias shift", "e": rng.standard_normal(4)}]),
     "lightning biases and value widths, rescaling and GL(v)": (
         Architecture((4, 3), 3, 2, "lightning", heads=2, values=2, bias=True),
         lambda rng: [{"layer": 1, "head": 1, "move": "per-head rescaling", "c": 1.7},
@@ -167,6 +179,73 @@ def test_the_search_finds_the_moves(name):
     assert result.witness_residual < 1e-6
     remapped = apply_block_witness(arch, W1, result.witness)
     assert all(np.allclose(remapped[k], W2[k]) for k in W2)
+
+
+# Grouped networks (transformers' grouping) related by seeded random group elements: the search
+# names the grouped moves (per group on Q_g, V_g / W_g; per head on K_h, O_h).
+GROUPED = [
+    (Architecture((4, 4), 3, 3, "lightning", heads=4, kv_heads=2, values=2, causal=True),
+     lambda rng: [{"layer": 1, "group": 2, "move": "per-head GL(a)", "G": _invertible(rng, 3)},
+                  {"layer": 1, "group": 1, "move": "per-head GL(v)", "G": _invertible(rng, 2)},
+                  {"layer": 1, "group": 1, "move": "gqa head mixing", "M": _invertible(rng, 2)}],
+     {"per-head GL(a)", "per-head GL(v)", "gqa head mixing"}),
+    (Architecture((3, 3, 3), 3, 3, "lightning", heads=3, kv_heads=1, residual=True),
+     lambda rng: [{"layer": 1, "group": 1, "move": "per-head rescaling", "c": 1.3},
+                  {"layer": 2, "group": 1, "move": "per-head GL(a)", "G": _invertible(rng, 3)},
+                  {"layer": 2, "group": 1, "move": "grouped key sums",
+                   "D": 0.5 * rng.standard_normal((2, 3, 3))}],
+     {"per-head rescaling", "per-head GL(a)", "grouped key sums"}),
+    (Architecture((4, 4), 2, 3, "softmax", heads=4, kv_heads=2, values=2, bias=True),
+     lambda rng: [{"layer": 1, "group": 1, "move": "per-head GL(a)", "G": _invertible(rng, 2)},
+                  {"layer": 1, "group": 2, "move": "per-head GL(v)", "G": _invertible(rng, 2)},
+                  {"layer": 1, "group": 1, "move": "query bias shift", "e": rng.standard_normal(2)},
+                  {"layer": 1, "move": "head permutation", "perm": [2, 1, 3, 4]}],
+     {"per-head GL(a)", "per-head GL(v)", "query bias shift", "head permutation"}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GROUPED)))
+@pytest.mark.parametrize("seed", [0, 7])
+def test_the_search_names_the_grouped_moves(case, seed):
+    arch, draw, names = GROUPED[case]
+    W1 = _blocks(arch, seed)
+    W2 = apply_block_witness(arch, W1, draw(seeded_rng(seed, f"grouped {case}")))
+    assert np.abs(_outputs(arch, W1) - _outputs(arch, W2)).max() <= 1e-9 * np.abs(_outputs(arch, W1)).max()
+    result = same_block_function(arch, W1, W2, method="numerical")
+    assert result.same_function and result.kind == "generic", result.notes
+    assert names <= {m["move"] for m in result.witness}, result.witness
+    remapped = apply_block_witness(arch, W1, result.witness)
+    assert all(np.allclose(remapped[k], W2[k]) for k in W2)
+
+
+def test_fiber_cli_names_the_grouped_moves(tmp_path, capsys):
+    """`neuromanifold fiber` on two weight files of a grouped network (read back as kv_heads from
+    the blocks: Q_i_g per group, K_i_h per head) names the gqa head mixing and GL(v)."""
+    arch, draw, names = GROUPED[0]
+    W1 = _blocks(arch, 2)
+    W2 = apply_block_witness(arch, W1, draw(seeded_rng(2, "cli")))
+    a = write_block_weights(tmp_path / "a.npz", W1)
+    b = write_block_weights(tmp_path / "b.npz", W2)
+    code, out, _ = run(capsys, "fiber", "--weights", str(a), "--other", str(b), "--no-residual",
+                       "--causal", "--method", "numerical", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["same_function"] and d["kind"] == "generic"
+    assert names <= {m["move"] for m in d["witness"]}
+
+
+def test_grouped_witness_is_applied_back_exactly():
+    """Integer weights of an unfactored grouped lightning network and rational moves (per-group
+    rescaling, grouped key sums): `fiber` proves the identity and applies the witness exactly."""
+    arch = Architecture((3, 3), 2, 2, "lightning", heads=4, kv_heads=2, causal=True)
+    W1 = {k: np.round(4 * v) for k, v in _blocks(arch, 3).items()}
+    D = np.round(2 * seeded_rng(1, "D").standard_normal((1, 2, 3)))
+    W2 = apply_block_witness(arch, W1, [
+        {"layer": 1, "group": 2, "move": "per-head rescaling", "c": 2.0},
+        {"layer": 1, "group": 1, "move": "grouped key sums", "D": D}])
+    result = same_block_function(arch, W1, W2, method="exact")
+    assert result.same_function and result.method == "exact" and result.kind == "generic"
+    assert {"per-head rescaling", "grouped key sums"} <= {m["move"] for m in result.witness}
+    assert any("applied back exactly" in n for n in result.notes)
 
 
 def test_token_networks_are_compared_at_every_sequence():

@@ -43,7 +43,7 @@ def test_rotary_families_forward_equals_transformers(family, size):
     model, arch, blocks, ids = CASES.rotary_case(family, size)
     assert arch.n_params == sum(p.numel() for p in model.parameters())
     sizes = CASES.ROTARY_SIZES[size]
-    assert arch.gqa == (sizes["num_key_value_heads"] < sizes["num_attention_heads"])
+    assert (arch.kv_heads is not None) == (sizes["num_key_value_heads"] < sizes["num_attention_heads"])
     with torch.no_grad():
         float32_paths = (model(ids).logits.transpose(1, 2) - logits(arch, blocks, ids)).abs().max()
     assert float32_paths < 1e-4      # transformers' own float32 rotary tables, softmax and norms
@@ -156,7 +156,7 @@ def test_from_config_reads_a_plain_dict():
     arch = from_config({"model_type": "qwen2", "hidden_size": 8, "num_attention_heads": 2,
                         "num_key_value_heads": 1, "num_hidden_layers": 1, "intermediate_size": 4,
                         "vocab_size": 11, "rope_theta": 1e6, "rms_norm_eps": 1e-6}, 3)
-    assert (arch.bias, arch.out_bias, arch.gqa, arch.rope_base) == (True, False, True, 1e6)
+    assert (arch.bias, arch.out_bias, arch.kv_heads, arch.rope_base) == (True, False, (1,), 1e6)
     # E, L; gains g, n, f; 2 query heads and 1 key/value group with biases; o_proj; MLP
     assert arch.n_params == 2 * 11 * 8 + 3 * 8 + 2 * (4 * 8 + 4) + 2 * (4 * 8 + 4) + 8 * 8 \
         + 3 * 4 * 8

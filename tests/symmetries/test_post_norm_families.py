@@ -37,7 +37,7 @@ NETWORKS = [
          post_norm=True, embed_norm=True, token_types=3, hidden_output=True),
     # transformers' grouping, a gated MLP in layer 1 only, logits, no embedding norm
     dict(widths=(4, 4, 4), keys=2, tokens=3, attention="softmax", heads=2, kv_heads=1, values=2,
-         gqa=True, residual=True, mlp=(3, 0), mlp_kind="gated", activation="silu",
+         residual=True, mlp=(3, 0), mlp_kind="gated", activation="silu",
          norm="layernorm", bias=True, mlp_bias=True, norm_bias=True, post_norm=True, vocab=6),
     # lightning, unfactored values with biases, causal, no vocabulary
     dict(widths=(3, 3, 3), keys=2, tokens=3, residual=True, norm="layernorm", norm_bias=True,

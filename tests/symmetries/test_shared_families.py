@@ -31,10 +31,10 @@ NETWORKS = [
          positions="rope", causal=True, **SHARED),
     dict(widths=(4, 4), keys=2, tokens=3, norm="rmsnorm", vocab=6, tied=True, positions="rope",
          **SHARED),
-    dict(widths=(4, 4), keys=2, tokens=3, norm="layernorm", kv_heads=1, gqa=True, vocab=6,
+    dict(widths=(4, 4), keys=2, tokens=3, norm="layernorm", kv_heads=1, vocab=6,
          final_norm=True, positions="rope", causal=True, **SHARED),
     dict(widths=(4, 4), keys=2, tokens=3, **QWEN3),
-    dict(widths=(4, 4), keys=2, tokens=3, kv_heads=1, gqa=True, **QWEN3),
+    dict(widths=(4, 4), keys=2, tokens=3, kv_heads=1, **QWEN3),
     dict(widths=(4, 4), keys=3, tokens=3, heads=2, norm="layernorm", qk_norm=True,
          qk_norm_shared=True),
 ]

@@ -45,7 +45,7 @@ PARALLEL_OPTION = typer.Option(False, "--parallel", help="Read the blocks as par
                                "attention + MLP (not stored; needs --residual and an MLP).")
 # The others are read off the file's blocks; given, each must agree with the file.
 KV_HEADS_OPTION = typer.Option(None, "--kv-heads", help="Check: key/value groups per layer "
-                               "(read from the K_i_g blocks).")
+                               "(read from the Q_i_g blocks, transformers' grouping).")
 BIAS_OPTION = typer.Option(None, "--bias/--no-bias", help="Check: attention biases (read from "
                            "the bq, bk, bv, bo blocks).")
 MLP_BIAS_OPTION = typer.Option(None, "--mlp-bias/--no-mlp-bias", help="Check: MLP biases (bg, "
@@ -113,7 +113,7 @@ def check_stored_options(arch: Architecture, *, kv_heads: str | None = None,
         given = (given,) * arch.n_layers if isinstance(given, int) else given
         if given != arch.kv_counts:
             raise bad_value("kv-heads", f"the file's key/value groups {','.join(map(str, arch.kv_counts))} "
-                            "(one K_i_g block per group)", kv_heads, "Drop --kv-heads, or pass the "
+                            "(one Q_i_g block per group)", kv_heads, "Drop --kv-heads, or pass the "
                             "file whose blocks have those groups.")
     read = {"bias": (bias, arch.bias, "bias blocks bq, bk, bv, bo"),
             "mlp-bias": (mlp_bias, arch.mlp_bias, "MLP bias blocks bg, bp, bu"),

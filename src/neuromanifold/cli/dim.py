@@ -41,8 +41,11 @@ def dim(
     causal: bool = typer.Option(False, "--causal", help="Causal mask: output token i aggregates "
                                 "tokens j <= i only."),
     kv_heads: Optional[str] = typer.Option(None, "--kv-heads", help="Key/value groups per layer "
-                                           "G_1,...,G_l (each dividing --heads; 1: multi-query): "
-                                           "the heads of a group share K and V."),
+                                           "G_1,...,G_l (each dividing --heads; 1: multi-query, "
+                                           "as Falcon, PaLM): transformers' grouping, the heads "
+                                           "of a group share the key and value maps (native Q "
+                                           "and V or W), each keeps its query map (native K) "
+                                           "and O."),
     bias: bool = typer.Option(False, "--bias", help="Biases on each head's query, key and value "
                               "maps and one on the layer's output."),
     mlp_bias: bool = typer.Option(False, "--mlp-bias", help="Biases on the MLP's maps (needs --mlp)."),
@@ -75,9 +78,8 @@ def dim(
                                      "only, no output bias (Qwen2)."),
     embed_scale: float = typer.Option(1.0, "--embed-scale", help="With --vocab: the embedding "
                                       "times this scale (Gemma: sqrt(d)); not over F_p."),
-    gqa: bool = typer.Option(False, "--gqa", help="With --kv-heads and --values: transformers' "
-                             "grouped-query attention (a group shares the key and value maps, "
-                             "each head keeps its query and output columns)."),
+    gqa: bool = typer.Option(False, "--gqa", help="Deprecated, ignored: --kv-heads alone is "
+                             "transformers' grouped-query attention."),
     post_norm: bool = typer.Option(False, "--post-norm", help="With --residual and --norm: BERT's "
                                    "post-norm blocks N(Z + att(Z)), N(Y + mlp(Y))."),
     embed_norm: bool = typer.Option(False, "--embed-norm", help="With --vocab and --norm: a norm "
@@ -122,7 +124,7 @@ def dim(
 
     backend = check_backend(backend.lower(), scheduler)
     real = {"norm-bias": (norm_bias, False), "norm-eps": (norm_eps, 1e-5),
-            "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False), "gqa": (gqa, False),
+            "rope-base": (rope_base, None), "no-out-bias": (no_out_bias, False),
             "embed-scale": (embed_scale, 1.0), "post-norm": (post_norm, False),
             "embed-norm": (embed_norm, False), "token-types": (token_types, None),
             "hidden-output": (hidden_output, False), "shared-norm": (shared_norm, False),
@@ -172,7 +174,7 @@ def dim(
         from dataclasses import replace  # noqa: PLC0415
 
         arch = replace(arch, norm_bias=norm_bias, norm_eps=norm_eps, rope_base=rope_base,
-                       out_bias=not no_out_bias, gqa=gqa, embed_scale=embed_scale,
+                       out_bias=not no_out_bias, embed_scale=embed_scale,
                        post_norm=post_norm, embed_norm=embed_norm, token_types=token_types,
                        hidden_output=hidden_output, shared_norm=shared_norm,
                        qk_norm_shared=qk_norm_shared)

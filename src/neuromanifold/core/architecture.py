@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass
 
 from .checks import (ATTENTION_KINDS, bad_type, bad_value, check_bool, check_choice, check_int,
@@ -102,7 +103,7 @@ class Architecture:
     norm_eps: float = 1e-5
     rope_base: float | None = None
     out_bias: bool = True
-    gqa: bool = False
+    gqa: bool = False  # deprecated, normalised to False: kv_heads alone is transformers' grouping
     embed_scale: float = 1.0
     # BERT (docs/decoder_features.md#post-norm-blocks-bert): Z -> N(Z + att(Z)), Y -> N(Y + mlp(Y));
     # a norm (ge, ce) on the summed embedding; token types (a table Ty added to the embedding, the
@@ -228,7 +229,8 @@ class Architecture:
                             "qk_norm_shared without qk_norm", "Add --qk-norm, or drop --qk-norm-shared.")
 
     def _check_real_options(self) -> None:
-        """Validate norm_bias, norm_eps, rope_base, out_bias and gqa (the converter's features)."""
+        """Validate norm_bias, norm_eps, rope_base, out_bias and gqa (the converter's features;
+        gqa is deprecated: kv_heads alone is transformers' grouping)."""
         for name in ("norm_bias", "out_bias", "gqa"):
             check_bool(name, getattr(self, name), fix=f"Pass {name}=True or False.")
         eps = self.norm_eps
@@ -265,13 +267,11 @@ class Architecture:
         if self.embed_scale != 1.0 and self.vocab is None:
             raise bad_value("embed_scale", "used with a vocabulary (it scales E^T X)",
                             self.embed_scale, "Add --vocab V, or drop --embed-scale.")
-        if self.gqa:
-            if self.kv_heads is None or self.kv_heads == self.head_counts:
-                raise bad_value("gqa", "used with kv_heads below the heads of some layer",
-                                f"gqa with kv_heads={self.kv_heads}", "Add --kv-heads G < H, or drop --gqa.")
-            if self.values is None:
-                raise bad_value("gqa", "used with value widths (W_i_g per group, O_i_h per head)",
-                                "gqa without values", "Add --values v (the head width), or drop --gqa.")
+        if self.gqa:  # deprecated: kv_heads alone is transformers' grouping
+            warnings.warn("gqa is deprecated and means nothing: kv_heads alone is transformers' "
+                          "grouping (the groups share Q and the value map, each head keeps K and "
+                          "O); drop gqa=True", DeprecationWarning, stacklevel=5)
+            object.__setattr__(self, "gqa", False)
 
     def _check_decoder_options(self) -> None:
         """Validate and normalise causal, kv_heads, bias, mlp_bias and mlp_kind."""
@@ -383,7 +383,7 @@ class Architecture:
                 or self.kv_heads is not None or self.bias or self.mlp_bias
                 or self.mlp_kind != "plain" or self.positions != "none" or self.vocab is not None
                 or self.qk_norm or self.final_norm or self.parallel or self.norm_bias
-                or self.rope_base is not None or not self.out_bias or self.gqa
+                or self.rope_base is not None or not self.out_bias
                 or self.embed_scale != 1.0 or self.shared_norm or self.qk_norm_shared
                 or any(getattr(self, name) != default for name, default in _BERT_DEFAULTS))
 
@@ -597,23 +597,21 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
     Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
     (v_i x d_{i-1}) and O_i_h (d_i x v_i); with an MLP of width m_i > 0: n_i (d_i x 1, MLP norm
     gain; only with a norm), P_i (m_i x d_i), U_i (d_i x m_i). Each block is flattened row-major.
-    Decoder options (docs/decoder_features.md): with kv_heads, Q_i_1..Q_i_H first, then for each
-    group g: K_i_g, V_i_g (or W_i_g, O_i_g); with bias, bq_i_h (a_i x 1) after Q_i_h, bk_i_g
-    after K_i_g, bv_i_g (d_i x 1, or v_i x 1) after V_i_g / W_i_g and bo_i (d_i x 1) after the
-    heads; a gated MLP has G_i (m_i x d_i) before P_i; with mlp_bias, bg_i, bp_i (m_i x 1) and
+    Decoder options (docs/decoder_features.md): with kv_heads (transformers' grouping), per
+    layer K_i_h (bk_i_h, kn_i_h) for every head, then for each group Q_i_g (bq_i_g, qn_i_g) and
+    V_i_g or W_i_g (bv_i_g), then O_i_h per head with value widths; with bias, bq_i_h (a_i x 1)
+    after Q_i_h, bk_i_h after K_i_h, bv_i_h (d_i x 1, or v_i x 1) after V_i_h / W_i_h and bo_i
+    (d_i x 1) after the heads; a gated MLP has G_i (m_i x d_i) before P_i; with mlp_bias, bg_i, bp_i (m_i x 1) and
     bu_i (d_i x 1) after G_i, P_i and U_i.
     With a vocabulary, E (V x d_0, the token embedding) comes first of all, then with learned
     positions T (d_0 x t, added to the input); untied logits end with L (V x d_l).
     Converter features (docs/models.md#the-converter-transformers-models-as-native-networks): norm_bias puts a layernorm bias after
-    each gain, c_i after g_i, cn_i after n_i, cf after f; out_bias=False drops bo_i; gqa
-    (transformers' grouped-query attention) has per layer K_i_h (bk_i_h, kn_i_h) for every
-    head, then for each group Q_i_g (bq_i_g, qn_i_g), W_i_g (bv_i_g), then O_i_h per head.
-    BERT's options (docs/decoder_features.md#post-norm-blocks-bert): token_types puts Ty
+    each gain, c_i after g_i, cn_i after n_i, cf after f; out_bias=False drops bo_i.
     (T_types x d_0) after T, embed_norm the embedding norm's gain ge (d_0 x 1) and, with
     norm_bias, its bias ce after that; post_norm keeps every block's place (g_i, c_i then
     normalise Z + att(Z), n_i, cn_i the MLP's Y + mlp(Y)); hidden_output drops L.
     Converted families: qk_norm_shared puts qn_i, kn_i (a_i x 1, one QK-norm gain per layer,
-    shared by its heads) after the heads instead of qn_i_h, kn_i_g; shared_norm drops n_i (and
+    shared by its heads) after the heads instead of qn_i_g, kn_i_h; shared_norm drops n_i (and
     cn_i): the parallel block's MLP reads g_i's normalised input.
     The paper's model (one head, unfactored values, no residual, MLP or norm) has the same
     blocks in the same order, named Q_i, K_i, V_i (`Architecture.param_layout`).
@@ -650,36 +648,27 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
             if arch.qk_norm and not arch.qk_norm_shared:
                 add(f"{kind.lower()}n_{i}_{j}", (a, 1))
 
-        def add_query(h: int) -> None:
-            add_score_map("Q", h)
-
-        def add_key_value(g: int) -> None:
-            add_score_map("K", g)
+        def add_value(g: int) -> None:
             add(f"V_{i}_{g}" if arch.values is None else f"W_{i}_{g}", (value_width, d_in))
             if arch.bias:
                 add(f"bv_{i}_{g}", (value_width, 1))
-            if arch.values is not None:
-                add(f"O_{i}_{g}", (d_out, value_width))
 
-        if arch.gqa:          # transformers' grouping: Q_i_g, W_i_g shared, K_i_h, O_i_h per head
-            for h in range(1, arch.head_counts[i - 1] + 1):
+        heads = range(1, arch.head_counts[i - 1] + 1)
+        if arch.kv_heads is None:
+            for h in heads:
+                add_score_map("Q", h)
+                add_score_map("K", h)
+                add_value(h)
+                if arch.values is not None:
+                    add(f"O_{i}_{h}", (d_out, value_width))
+        else:  # transformers' grouping: K_i_h per head, Q_i_g and V_i_g / W_i_g per group, O_i_h
+            for h in heads:
                 add_score_map("K", h)
             for g in range(1, arch.kv_heads[i - 1] + 1):
                 add_score_map("Q", g)
-                add(f"W_{i}_{g}", (value_width, d_in))
-                if arch.bias:
-                    add(f"bv_{i}_{g}", (value_width, 1))
-            for h in range(1, arch.head_counts[i - 1] + 1):
+                add_value(g)
+            for h in heads if arch.values is not None else ():
                 add(f"O_{i}_{h}", (d_out, value_width))
-        elif arch.kv_heads is None:
-            for h in range(1, arch.head_counts[i - 1] + 1):
-                add_query(h)
-                add_key_value(h)
-        else:
-            for h in range(1, arch.head_counts[i - 1] + 1):
-                add_query(h)
-            for g in range(1, arch.kv_heads[i - 1] + 1):
-                add_key_value(g)
         if arch.qk_norm_shared:           # one gain per layer for every head's queries, keys
             add(f"qn_{i}", (a, 1))
             add(f"kn_{i}", (a, 1))

@@ -7,7 +7,8 @@ Math (docs/blocks.md), Z in R^{d_{i-1} x t} with tokens as columns, layer i = 1.
   MLP        mlp_i(Y) = U_i s(P_i N(Y)), s in {x^2, relu, gelu, tanh, silu} entrywise, or gated:
              U_i (s(G_i N(Y)) * (P_i N(Y))) (docs/decoder_features.md);
   decoder    causal: S_ji = 0 for j > i (lightning: times the 0/1 mask; softmax: normalised over
-             j <= i); kv_heads: the heads of a group share K and V; bias / mlp_bias: a column
+             j <= i); kv_heads: the heads of a group share Q and the value map V (or W), each
+             keeps K (and O), as transformers group keys and values; bias / mlp_bias: a column
              added after each map (Q z + b_q, ..., and b_o after the heads are summed);
   norm       N(Z) = g * (Z - mean) / sqrt(var + eps) (layernorm) or g * Z / sqrt(mean Z^2 + eps)
              (rmsnorm) per token, learnable gain g, no bias; N = identity for norm 'none'.
@@ -332,12 +333,13 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
         out, values = None, {}
         for h in range(1, arch.head_counts[i - 1] + 1):
             g = arch.group_of(i, h)      # h itself without kv_heads
-            qi, ki = (g, h) if arch.gqa else (h, g)         # gqa: the groups share Q, not K
-            q = affine(f"Q_{i}_{qi}", Zn, f"bq_{i}_{qi}")
-            k = affine(f"K_{i}_{ki}", Zn, f"bk_{i}_{ki}")
+            # kv_heads (transformers' grouping): the group shares Q (transformers' key map) and
+            # the value map, each head keeps K (transformers' query map) and O
+            q = affine(f"Q_{i}_{g}", Zn, f"bq_{i}_{g}")
+            k = affine(f"K_{i}_{h}", Zn, f"bk_{i}_{h}")
             if arch.qk_norm:                                # QK-norm, before the rotations
                 qn, kn = ((f"qn_{i}", f"kn_{i}") if arch.qk_norm_shared   # one gain per layer
-                          else (f"qn_{i}_{qi}", f"kn_{i}_{ki}"))
+                          else (f"qn_{i}_{g}", f"kn_{i}_{h}"))
                 q = ops.norm(q, blocks[qn], arch.norm, arch.norm_eps)
                 k = ops.norm(k, blocks[kn], arch.norm, arch.norm_eps)
             if rotated[i - 1]:                              # rotary positions
@@ -356,12 +358,12 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
             if g not in values:
                 if f"V_{i}_{g}" in blocks:
                     values[g] = affine(f"V_{i}_{g}", Zn, f"bv_{i}_{g}")
-                elif arch.gqa:                              # O_i_h after the mix, per head
+                elif arch.kv_heads is not None:             # O_i_h after the mix, per head
                     values[g] = affine(f"W_{i}_{g}", Zn, f"bv_{i}_{g}")
                 else:
                     values[g] = ops.linear(blocks[f"O_{i}_{g}"], affine(f"W_{i}_{g}", Zn, f"bv_{i}_{g}"))
             head = ops.mix(values[g], scores)
-            if arch.gqa:
+            if arch.kv_heads is not None and arch.values is not None:
                 head = ops.linear(blocks[f"O_{i}_{h}"], head)
             out = head if out is None else ops.add(out, head)
         if f"bo_{i}" in blocks:

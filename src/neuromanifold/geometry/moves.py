@@ -95,14 +95,17 @@ def _value_steps(arch: Architecture, i: int, g: int, W2: dict, tol: float, shift
 
 def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float,
                            shifts: bool, query_shifts: bool) -> list | None:
-    """Moves mapping layer i of W1 onto W2 with key/value groups, group by group: the rescaling
-    (lightning) and GL(a) fixed by the group's key (softmax) or its sum of queries (lightning),
-    then the grouped query sums (lightning) or a permutation of the group's queries and their
-    bias shifts (softmax); GL(v) and the value bias shifts per group. None where these do not map
-    it (no groups are permuted; with rotary positions or QK-norm no GL(a) is searched)."""
+    """Moves mapping layer i of W1 onto W2 with key/value groups (transformers' grouping: Q_g and
+    V_g or W_g per group, K_h and O_h per head), group by group: the rescaling (lightning,
+    unfactored: from V_g), GL(a) (or the rotary commutant) fixed by the group's Q_g and its query
+    bias shift (softmax), GL(v) fixed by W_g and the value bias shift (softmax); then the heads:
+    the gqa head mixing of the pairs (O_h, K_h) (lightning, value widths; reported as per-head
+    rescalings where it is diagonal), the grouped key sums (lightning,
+    unfactored), or a permutation of the heads within the group (softmax). None where these do
+    not map it (no groups are permuted)."""
     if arch.qk_norm:
         return None
-    lightning = arch.attention == "lightning"
+    lightning, factored = arch.attention == "lightning", arch.values is not None
     rotated = arch.rotated_pairs[i - 1] > 0 and arch.tokens > 1
     moves: list[dict] = []
     current = W1
@@ -112,46 +115,54 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
         moves.append(move)
         current = apply_block_witness(arch, current, [move])
 
-    def key(B, g):
-        return _with_bias(B, f"K_{i}_{g}", f"bk_{i}_{g}")
+    def key(B, h):
+        return _with_bias(B, f"K_{i}_{h}", f"bk_{i}_{h}")
 
-    def query(B, h):
-        return B[f"Q_{i}_{h}"] if query_shifts else _with_bias(B, f"Q_{i}_{h}", f"bq_{i}_{h}")
+    def query(B, g):
+        return B[f"Q_{i}_{g}"] if query_shifts else _with_bias(B, f"Q_{i}_{g}", f"bq_{i}_{g}")
 
     for g in range(1, arch.kv_counts[i - 1] + 1):
         heads = group_heads(arch, i, g)
-        if lightning:
-            S1, S2 = (sum(query(B, h) for h in heads) for B in (current, W2))
-            A1, A2 = S1.T @ key(current, g), S2.T @ key(W2, g)
-            c = float(np.sum(A1 * A2) / np.sum(A1 * A1))
+        if lightning and not factored:       # only the rescaling moves V_g (with bv_g)
+            V1, V2 = (_with_bias(B, f"V_{i}_{g}", f"bv_{i}_{g}") for B in (current, W2))
+            c = float(np.sum(V1 * V1) / np.sum(V1 * V2))
             if abs(c - 1.0) > tol:
                 step({"layer": i, "group": g, "move": "per-head rescaling", "c": c})
-                S1 = sum(query(current, h) for h in heads)
-            G = S2 @ np.linalg.pinv(S1)
-        else:
-            M = key(W2, g) @ np.linalg.pinv(key(current, g))   # K2 = G^{-T} K1
-            if abs(np.linalg.det(M)) < 1e-12:
-                return None
-            G = np.linalg.inv(M).T
+        G = query(W2, g) @ np.linalg.pinv(query(current, g))
         if _rel(G, np.eye(G.shape[0])) > tol:
-            if rotated:  # no GL(a) family with groups and rotary positions
+            if rotated and not commutes_with_rotations(arch, i, G):
                 return None
-            step({"layer": i, "group": g, "move": "per-head GL(a)", "G": G})
-        if lightning:
-            D = [W2[f"Q_{i}_{h}"] - current[f"Q_{i}_{h}"] for h in heads[1:]]
-            Db = [W2[f"bq_{i}_{h}"] - current[f"bq_{i}_{h}"] for h in heads[1:]] \
+            step({"layer": i, "group": g, "G": G,
+                  "move": "rotary commutant" if rotated else "per-head GL(a)"})
+        if query_shifts:
+            e = (W2[f"bq_{i}_{g}"] - current[f"bq_{i}_{g}"]).ravel()
+            if np.abs(e).max() > tol * max(1.0, np.abs(W2[f"bq_{i}_{g}"]).max()):
+                step({"layer": i, "group": g, "move": "query bias shift", "e": e})
+        _value_steps(arch, i, g, W2, tol, shifts, lambda: current, step)
+        if lightning and factored:
+            found = _head_mix(i, g, heads, current, W2, tol)
+            if found is None:
+                return None
+            for move in found:
+                step(move)
+        elif lightning:
+            D = [W2[f"K_{i}_{h}"] - current[f"K_{i}_{h}"] for h in heads[1:]]
+            Db = [W2[f"bk_{i}_{h}"] - current[f"bk_{i}_{h}"] for h in heads[1:]] \
                 if arch.bias else []
-            if any(_rel(current[f"Q_{i}_{h}"] + d, current[f"Q_{i}_{h}"]) > tol
+            if any(_rel(current[f"K_{i}_{h}"] + d, current[f"K_{i}_{h}"]) > tol
                    for h, d in zip(heads[1:], D)) or any(np.abs(d).max() > tol for d in Db):
-                move = {"layer": i, "group": g, "move": "grouped query sums", "D": np.array(D)}
+                move = {"layer": i, "group": g, "move": "grouped key sums", "D": np.array(D)}
                 if arch.bias:
                     move["Db"] = np.array(Db)
                 step(move)
         else:
             perm, old = [], dict(current)
+
+            def unit(B, h):
+                return np.concatenate([key(B, h).ravel()]
+                                      + ([B[f"O_{i}_{h}"].ravel()] if factored else []))
             for h in heads:
-                match = [p for p in heads if p not in perm
-                         and _rel(query(old, p), query(W2, h)) < tol]
+                match = [p for p in heads if p not in perm and _rel(unit(old, p), unit(W2, h)) < tol]
                 if not match:
                     return None
                 perm.append(match[0])
@@ -160,13 +171,25 @@ def _grouped_layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: 
                 for h, p in zip(heads, perm):
                     full[h - 1] = p
                 step({"layer": i, "move": "head permutation", "perm": full})
-            for h in heads if query_shifts else ():
-                e = (W2[f"bq_{i}_{h}"] - current[f"bq_{i}_{h}"]).ravel()
-                if np.abs(e).max() > tol * max(1.0, np.abs(W2[f"bq_{i}_{h}"]).max()):
-                    step({"layer": i, "head": h, "move": "query bias shift", "e": e})
-        _value_steps(arch, i, g, W2, tol, shifts, lambda: current, step)
     mlp = _mlp_moves(arch, i, current, W2, tol)
     return None if mlp is None else moves + mlp
+
+
+def _head_mix(i: int, g: int, heads: list[int], W1: dict, W2: dict, tol: float) -> list | None:
+    """The moves of GL(n_g) on the pairs (O_h, K_h) of group g (lightning, value widths) mapping
+    W1's O_h onto W2's: O2 = O1 M on the heads' O_h side by side; per-head rescalings where M is
+    diagonal, else the gqa head mixing; None where no invertible M maps them."""
+    O1 = np.stack([W1[f"O_{i}_{h}"].ravel() for h in heads], axis=1)
+    O2 = np.stack([W2[f"O_{i}_{h}"].ravel() for h in heads], axis=1)
+    M = np.linalg.lstsq(O1, O2, rcond=None)[0]
+    if _rel(O1 @ M, O2) > tol or abs(np.linalg.det(M)) < 1e-12:
+        return None
+    if _rel(M, np.eye(len(heads))) <= tol:
+        return []
+    if _rel(M, np.diag(np.diag(M))) <= tol:
+        return [{"layer": i, "head": h, "move": "per-head rescaling", "c": 1.0 / M[k, k]}
+                for k, h in enumerate(heads) if abs(M[k, k] - 1.0) > tol]
+    return [{"layer": i, "group": g, "move": "gqa head mixing", "M": M}]
 
 
 def _gain_balance(arch: Architecture, i: int, h: int, W1: dict, W2: dict, tol: float
@@ -209,7 +232,7 @@ def _layer_witness(arch: Architecture, i: int, W1: dict, W2: dict, tol: float) -
     # shift`), so heads are matched without them
     shifts = arch.attention == "softmax" and arch.bias
     query_shifts = shifts and arch.positions != "rope" and not arch.qk_norm
-    if arch.kv_counts[i - 1] != H:
+    if arch.kv_heads is not None:
         return _grouped_layer_witness(arch, i, W1, W2, tol, shifts, query_shifts)
 
     def invariant(B, h):
@@ -484,8 +507,8 @@ def same_block_function(arch: Architecture, weights: dict[str, np.ndarray],
             notes.append("same function but no witness found among head permutation, head mixing, "
                          "per-head rescaling and GL (the rotary commutant with rotary positions), "
                          "MLP neuron moves, QK-norm gain balance, query and value bias shifts, "
-                         "grouped query sums and the final norm gain (between-layer GL(d) is not "
-                         "searched)"
+                         "gqa head mixing, grouped key sums and the final norm gain (between-layer "
+                         "GL(d) is not searched)"
                          + (f"; the moves of {', '.join(others)} are not searched" if others
                             else ""))
         else:

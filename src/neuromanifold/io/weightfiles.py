@@ -246,8 +246,8 @@ def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "l
                        name: str = "weights") -> tuple[Architecture, dict[str, np.ndarray]]:
     """(architecture, named float64 blocks) of a block weight file; every name and shape checked.
 
-    Decoder blocks (docs/decoder_features.md) are read from their names: fewer keys K_i_g than
-    queries Q_i_h make grouped key/value heads, bo_i biases, bp_i MLP biases, G_i a gated MLP,
+    Decoder blocks (docs/decoder_features.md) are read from their names: fewer Q_i_g than K_i_h
+    (transformers' grouping) make grouped key/value heads, bo_i biases, bp_i MLP biases, G_i a gated MLP,
     qn_i_h QK-norm, f a final norm, E a vocabulary (tied logits without L), T learned positions;
     what no block stores comes from the caller: a causal mask (`causal`), rotary positions
     (`positions='rope'`, `rope_pairs`) and parallel blocks (`parallel`)."""
@@ -258,16 +258,16 @@ def read_block_weights(path: str | Path, *, tokens: int = 3, attention: str = "l
         match = _HEAD.match(key) or _LAYER.match(key) or _GLOBAL.match(key)
         if not match:
             raise bad_value(name, "arrays named Q_i_h, K_i_h, V_i_h (or W_i_h, O_i_h), P_i, U_i, g_i, "
-                            "n_i (and the decoder blocks G_i, bq_i_h, bk_i_g, bv_i_g, bo_i, bg_i, "
-                            "bp_i, bu_i, qn_i_h, kn_i_g, E, T, L, f)", key,
+                            "n_i (and the decoder blocks G_i, bq_i_g, bk_i_h, bv_i_g, bo_i, bg_i, "
+                            "bp_i, bu_i, qn_i_g, kn_i_h, E, T, L, f)", key,
                             f"Rename or remove the array {key!r} (docs/blocks.md, "
                             "docs/decoder_features.md).")
         if value.dtype.kind not in "iuf" or value.ndim != 2 or not np.all(np.isfinite(value)):
             raise bad_value(f"{name}:{key}", "a finite 2-D array of real numbers",
                             f"{value.ndim}-D array of dtype {value.dtype}", "Save a float or integer matrix.")
-        if _HEAD.match(key) and key[0] == "Q":
+        if _HEAD.match(key) and key[0] == "K":   # transformers' grouping: K_i_h per head
             heads.setdefault(int(match.group(2)), set()).add(int(match.group(3)))
-        if _HEAD.match(key) and key[0] == "K":
+        if _HEAD.match(key) and key[0] == "Q":   # Q_i_g per key/value group
             groups.setdefault(int(match.group(2)), set()).add(int(match.group(3)))
     if not heads:
         raise bad_value(name, "a block file with Q_1_1, K_1_1 at least", sorted(arrays),
@@ -451,7 +451,7 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
                                     ("QK-norm (qn, kn)", arch.qk_norm),
                                     ("a final norm (f)", arch.final_norm),
                                     ("parallel blocks (--parallel)", arch.parallel),
-                                    (f"key/value groups {arch.kv_heads} (from the K blocks)",
+                                    (f"key/value groups {arch.kv_heads} (from the Q blocks)",
                                      arch.kv_heads is not None),
                                     ("biases (from the bias blocks)", arch.bias),
                                     ("MLP biases", arch.mlp_bias),

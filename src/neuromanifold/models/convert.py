@@ -11,7 +11,7 @@ The correspondence, per layer and head (transformers names -> native blocks):
 - the native scores are S_ji = q_j^T k_i with the softmax over the aggregated token j, so the
   native Q (and bq) is transformers' key projection (k_proj, its bias) and the native K (bk)
   its query projection (q_proj); each head's value rows are W_i_h (bv_i_h), its output columns
-  O_i_h, the output bias bo_i; grouped key/value heads are `gqa` (Q_i_g, W_i_g per group);
+  O_i_h, the output bias bo_i; grouped key/value heads are `kv_heads` (Q_i_g, W_i_g per group);
 - the attention scale 1 / sqrt(head_dim) is the softmax temperature sqrt(head_dim);
 - rotary positions: transformers rotates coordinate f with f + R ("rotate_half", R the rotated
   pairs), the native map rotates the pairs (2f, 2f + 1); the converter permutes the rows of the
@@ -155,7 +155,7 @@ def from_config(config, tokens: int) -> Architecture:
         temperature=math.sqrt(a), heads=H, values=a, residual=True, mlp=cfg["intermediate_size"],
         activation=_activation(cfg, "hidden_act"), norm="rmsnorm", causal=True, positions="rope",
         embed_scale=_gemma_scale(d) if gemma else 1.0,
-        kv_heads=G if G < H else None, gqa=G < H, bias=bias, out_bias=mt != "qwen2",
+        kv_heads=G if G < H else None, bias=bias, out_bias=mt != "qwen2",
         mlp_bias=mt == "llama" and bool(_get(cfg, "mlp_bias", False)), mlp_kind="gated",
         vocab=cfg["vocab_size"], tied=bool(_get(cfg, "tie_word_embeddings", gemma)),
         final_norm=True, norm_eps=_get(cfg, "rms_norm_eps", 1e-6), rope_base=_rope_base(cfg))
@@ -276,7 +276,7 @@ def _neox_layer(arch: Architecture, blocks: dict, i: int, layer) -> None:
 
 
 def _rotary_layer(arch: Architecture, blocks: dict, i: int, layer, offset: float) -> None:
-    """Llama-style layers: q/k rows permuted to native pairs, groups as `gqa`; Gemma's norms
+    """Llama-style layers: q/k rows permuted to native pairs, groups as `kv_heads`; Gemma's norms
     scale by (1 + w): the native gain is 1 + w (a translation of the parameters)."""
     a, H, G = arch.keys[0], arch.head_counts[0], arch.kv_counts[0]
     perm = rotary_permutation(a, arch.rotated_pairs[i - 1])
@@ -341,7 +341,7 @@ def _falcon_config(cfg: dict, tokens: int) -> Architecture:
         mlp=_get(cfg, "ffn_hidden_size", 4 * d),
         activation=_activation({"activation": _get(cfg, "activation", "gelu")}, "activation"),
         norm="layernorm", causal=True, positions="rope", kv_heads=G if G < H else None,
-        gqa=G < H, bias=bias, mlp_bias=bias, vocab=cfg["vocab_size"],
+        bias=bias, mlp_bias=bias, vocab=cfg["vocab_size"],
         tied=bool(_get(cfg, "tie_word_embeddings", True)), final_norm=True, norm_bias=True,
         norm_eps=_get(cfg, "layer_norm_epsilon", 1e-5), rope_base=_rope_base(cfg),
         parallel=parallel, shared_norm=shared)

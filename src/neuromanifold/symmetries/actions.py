@@ -18,13 +18,19 @@ moves it names and the moves it applies come from one place.
                           activation), and with `cg` (square or relu) row j of the gate G times
                           cg_j and column j of U over cg_j^2 (square) or cg_j (relu)
   QK-norm gain balance    qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c per rotated pair)
-  value bias shift        bv_g -> bv_g + e, bo -> bo - n_g O_g e (softmax; n_g heads read group g)
+  value bias shift        bv_g -> bv_g + e, bo -> bo - O_g e (softmax)
   query bias shift        bq_h -> bq_h + e (softmax, no rotary positions, no QK-norm)
-  grouped query sums      Q_h -> Q_h + D_h, Q_first -> Q_first - sum D_h within a key/value group
-                          (lightning)
-With key/value groups (kv_heads) GL(a), the rescaling, GL(v) and the value bias shift act per
-group (`group` g: every query head of the group, and the group's K, V, W, O and biases), and a
-head permutation moves query heads within their groups.
+With key/value groups (kv_heads, transformers' grouping: group g shares Q_g, bq_g, qn_g and V_g
+or W_g, bv_g; head h keeps K_h, bk_h, kn_h and O_h) the moves act per `group` g: GL(a) on Q_g
+and every K_h of the group, GL(v) on W_g and every O_h, the QK-norm balance on qn_g and every
+kn_h, the query bias shift on bq_g, the value bias shift bo -> bo - sum_h O_h e (or n_g e
+without value widths); the rescaling per `head` (K_h -> c K_h, O_h -> O_h / c) with value
+widths, per group (every K_h times c, V_g over c) without; a head permutation moves K_h (and
+O_h) within their groups; and
+  gqa head mixing         O_h -> sum_k M[k, h] O_k, K_h -> sum_k M^{-1}[h, k] K_k within a group
+                          (lightning, value widths)
+  grouped key sums        K_h -> K_h + D_h, K_first -> K_first - sum D_h within a group
+                          (lightning, unfactored values)
   final norm gain         f -> c f, column k of L over c_k (untied logits)
   rotary commutant        per-head GL(a) with G commuting with the rotations (rotary positions):
                           2 x 2 blocks [[x, -y], [y, x]] on each rotated pair, any invertible
@@ -114,8 +120,8 @@ def group_heads(arch: Architecture, i: int, g: int) -> list[int]:
 
 
 def _group(arch: Architecture, move: dict) -> tuple[list[int], int]:
-    """(query heads, key/value group) a per-head move acts on: `head` h of a network without
-    kv_heads (its own group), or every query head of `group` g with them."""
+    """(heads, key/value group) a per-head move acts on: `head` h of a network without
+    kv_heads (its own group), or every head of `group` g with them."""
     i = move["layer"]
     if arch.kv_heads is None:
         h = move.get("head", move.get("group"))
@@ -126,8 +132,8 @@ def _group(arch: Architecture, move: dict) -> tuple[list[int], int]:
 def permute_heads(arch: Architecture, out: dict, move: dict) -> dict:
     i, perm, old = move["layer"], move["perm"], dict(out)
     names = ("Q", "K", "V", "W", "O", "bq", "bk", "bv", "qn", "kn")
-    if arch.kv_heads is not None:  # query heads only, each within its key/value group
-        names = ("Q", "bq", "qn")
+    if arch.kv_heads is not None:  # the per-head blocks only, each within its key/value group
+        names = ("K", "O", "bk", "kn")
         if any(arch.group_of(i, h) != arch.group_of(i, p) for h, p in enumerate(perm, start=1)):
             raise bad_value("witness", f"a head permutation within the key/value groups of layer "
                             f"{i}", perm, "Use a witness returned by same_block_function.")
@@ -164,11 +170,20 @@ def _scale(out: dict, name: str, factor) -> None:
 
 
 def rescale_head(arch: Architecture, out: dict, move: dict) -> dict:
-    (i, c), (heads, g) = (move["layer"], _parse(move["c"])), _group(arch, move)
+    i, c = move["layer"], _parse(move["c"])
+    if arch.kv_heads is not None and arch.values is not None:  # K_h times c, O_h over c
+        h = move["head"]
+        out[f"K_{i}_{h}"] = out[f"K_{i}_{h}"] * c
+        _scale(out, f"bk_{i}_{h}", c)
+        out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"] / c
+        return out
+    heads, g = _group(arch, move)
+    scaled = [(f"K_{i}_{h}", f"bk_{i}_{h}") for h in heads] if arch.kv_heads is not None \
+        else [(f"Q_{i}_{g}", f"bq_{i}_{g}")]
     value_in = f"V_{i}_{g}" if f"V_{i}_{g}" in out else f"W_{i}_{g}"
-    for h in heads:
-        out[f"Q_{i}_{h}"] = out[f"Q_{i}_{h}"] * c
-        _scale(out, f"bq_{i}_{h}", c)
+    for name, bias in scaled:
+        out[name] = out[name] * c
+        _scale(out, bias, c)
     out[value_in] = out[value_in] / c
     _scale(out, f"bv_{i}_{g}", 1 / c)
     return out
@@ -177,22 +192,38 @@ def rescale_head(arch: Architecture, out: dict, move: dict) -> dict:
 def key_gl(arch: Architecture, out: dict, move: dict) -> dict:
     (i, G), (heads, g) = (move["layer"], _parse(move["G"])), _group(arch, move)
     G_inv_T = inverse(G).T
+    out[f"Q_{i}_{g}"] = G.dot(out[f"Q_{i}_{g}"])
+    if f"bq_{i}_{g}" in out:
+        out[f"bq_{i}_{g}"] = G.dot(out[f"bq_{i}_{g}"])
     for h in heads:
-        out[f"Q_{i}_{h}"] = G.dot(out[f"Q_{i}_{h}"])
-        if f"bq_{i}_{h}" in out:
-            out[f"bq_{i}_{h}"] = G.dot(out[f"bq_{i}_{h}"])
-    out[f"K_{i}_{g}"] = G_inv_T.dot(out[f"K_{i}_{g}"])
-    if f"bk_{i}_{g}" in out:
-        out[f"bk_{i}_{g}"] = G_inv_T.dot(out[f"bk_{i}_{g}"])
+        out[f"K_{i}_{h}"] = G_inv_T.dot(out[f"K_{i}_{h}"])
+        if f"bk_{i}_{h}" in out:
+            out[f"bk_{i}_{h}"] = G_inv_T.dot(out[f"bk_{i}_{h}"])
     return out
 
 
-def shift_query_sums(arch: Architecture, out: dict, move: dict) -> dict:
-    """Grouped query sums (lightning, kv_heads): Q_h -> Q_h + D_h for the heads of group g after
-    its first, Q_first -> Q_first - sum D_h (the query biases with them, `Db`): only the group's
-    sum of queries enters its linear scores."""
+def mix_group_heads(arch: Architecture, out: dict, move: dict) -> dict:
+    """gqa head mixing (lightning, kv_heads, value widths): within group g the heads sum to
+    sum_h O_h X K_h (X from Q_g, W_g, Z), so O_h -> sum_k M[k, h] O_k and K_h (with bk_h) ->
+    sum_k M^{-1}[h, k] K_k for an invertible M."""
     i, heads = move["layer"], group_heads(arch, move["layer"], move["group"])
-    for kind, key in (("Q", "D"), ("bq", "Db")):
+    M = _parse(move["M"])
+    Minv, old = inverse(M), dict(out)
+    for a, h in enumerate(heads):
+        out[f"O_{i}_{h}"] = sum(M[b, a] * old[f"O_{i}_{k}"] for b, k in enumerate(heads))
+        for kind in ("K", "bk"):
+            if f"{kind}_{i}_{h}" in old:
+                out[f"{kind}_{i}_{h}"] = sum(Minv[a, b] * old[f"{kind}_{i}_{k}"]
+                                             for b, k in enumerate(heads))
+    return out
+
+
+def shift_key_sums(arch: Architecture, out: dict, move: dict) -> dict:
+    """Grouped key sums (lightning, kv_heads, unfactored values): K_h -> K_h + D_h for the heads
+    of group g after its first, K_first -> K_first - sum D_h (the key biases with them, `Db`):
+    only the group's sum of keys enters its linear scores beside its one value map V_g."""
+    i, heads = move["layer"], group_heads(arch, move["layer"], move["group"])
+    for kind, key in (("K", "D"), ("bk", "Db")):
         if key not in move:
             continue
         deltas = [_parse(d) for d in move[key]]
@@ -209,8 +240,8 @@ def shift_query_sums(arch: Architecture, out: dict, move: dict) -> dict:
 
 def shift_query_bias(arch: Architecture, out: dict, move: dict) -> dict:
     """Softmax query bias: bq_h -> bq_h + e (bq^T k_i does not depend on the aggregated token,
-    which the softmax normalises over)."""
-    i, h, e = move["layer"], move["head"], _parse(move["e"])
+    which the softmax normalises over); bq_g of `group` g with kv_heads."""
+    i, h, e = move["layer"], _group(arch, move)[1], _parse(move["e"])
     out[f"bq_{i}_{h}"] = out[f"bq_{i}_{h}"] + e.reshape(-1, 1)
     return out
 
@@ -241,9 +272,11 @@ def rotary_commutant(arch: Architecture, out: dict, move: dict) -> dict:
 
 
 def value_gl(arch: Architecture, out: dict, move: dict) -> dict:
-    i, h, G = move["layer"], _group(arch, move)[1], _parse(move["G"])
+    (i, G), (heads, h) = (move["layer"], _parse(move["G"])), _group(arch, move)
     out[f"W_{i}_{h}"] = G.dot(out[f"W_{i}_{h}"])
-    out[f"O_{i}_{h}"] = out[f"O_{i}_{h}"].dot(inverse(G))
+    G_inv = inverse(G)
+    for k in heads:            # O_h of every head of the group with kv_heads
+        out[f"O_{i}_{k}"] = out[f"O_{i}_{k}"].dot(G_inv)
     if f"bv_{i}_{h}" in out:
         out[f"bv_{i}_{h}"] = G.dot(out[f"bv_{i}_{h}"])
     return out
@@ -293,26 +326,27 @@ def paper_rescale(arch: Architecture, weights, move: dict):
 
 def balance_qk_gains(arch: Architecture, out: dict, move: dict) -> dict:
     """QK-norm gain balance: qn_h -> c qn_h, kn_h -> kn_h / c per coordinate (one c on both
-    coordinates of a rotated pair, which the rotation mixes); refused otherwise."""
-    i, h, c = move["layer"], move["head"], _parse(move["c"])
+    coordinates of a rotated pair, which the rotation mixes); refused otherwise. With kv_heads
+    qn_g of `group` g and kn_h of every head of the group."""
+    (i, c), (heads, h) = (move["layer"], _parse(move["c"])), _group(arch, move)
     pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
     if any(c[2 * f] != c[2 * f + 1] for f in range(pairs)):
         raise bad_value("witness", f"a QK-norm gain balance with one factor per rotated pair of "
                         f"layer {i}", list(c), "Use a witness returned by same_block_function.")
     out[f"qn_{i}_{h}"] = out[f"qn_{i}_{h}"] * c[:, None]
-    out[f"kn_{i}_{h}"] = out[f"kn_{i}_{h}"] / c[:, None]
+    for k in heads:
+        out[f"kn_{i}_{k}"] = out[f"kn_{i}_{k}"] / c[:, None]
     return out
 
 
 def shift_value_bias(arch: Architecture, out: dict, move: dict) -> dict:
-    """Value bias beside the output bias (softmax): bv_g -> bv_g + e and bo -> bo - n_g O_g e
-    (e without value widths), n_g the heads reading group g: each softmax column sums to one,
-    so a head passes its value bias on unchanged."""
-    i, g, e = move["layer"], move["group"], _parse(move["e"])[:, None]
-    n_g = arch.head_counts[i - 1] // arch.kv_counts[i - 1]
+    """Value bias beside the output bias (softmax): bv_g -> bv_g + e and bo -> bo - sum_h O_h e
+    over the heads h reading group g (n_g e without value widths): each softmax column sums to
+    one, so a head passes its value bias on unchanged."""
+    (i, e), (heads, g) = (move["layer"], _parse(move["e"])[:, None]), _group(arch, move)
     out[f"bv_{i}_{g}"] = out[f"bv_{i}_{g}"] + e
-    through = out[f"O_{i}_{g}"].dot(e) if f"O_{i}_{g}" in out else e
-    out[f"bo_{i}"] = out[f"bo_{i}"] - n_g * through
+    through = sum(out[f"O_{i}_{h}"].dot(e) for h in heads) if f"O_{i}_{g}" in out else len(heads) * e
+    out[f"bo_{i}"] = out[f"bo_{i}"] - through
     return out
 
 

@@ -32,7 +32,7 @@ report each family's *incremental* rank (what it adds to the families before it)
                                  B the heads can follow; NOTE: [One-token basis changes])
 
 The decoder options add families with their own constructions below (docs/decoder_features.md):
-the rotary commutant (1', per key/value group), grouped query sums (14), the softmax query bias
+the rotary commutant (1', per key/value group), grouped key sums (14), the softmax query bias
 (15), the value bias beside the output bias (16), output biases into the readers' biases (17,
 sequential and parallel blocks), the input stream's shift into layer 1's biases (17'), an untied
 embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
@@ -139,24 +139,19 @@ def _bias(blocks: dict, name: str) -> list[str]:
 def _score_maps(arch: Architecture, blocks: dict, i: int, g: int, heads: list[int]
                 ) -> tuple[list[str], list[str]]:
     """(the Q side, the K side) of group g's scores in layer i, each map with its bias: the
-    heads' Q_h and the group's K_g (kv_heads), or with gqa (transformers' grouping) the group's
-    Q_g and the heads' K_h; one head's Q_h and K_h without kv_heads."""
+    group's Q_g and its heads' K_h (kv_heads, transformers' grouping); one head's Q_h and K_h
+    without kv_heads."""
     def named(kind: str, js: list[int]) -> list[str]:
         return [name for j in js for name in [f"{kind}_{i}_{j}"] + _bias(blocks, f"b{kind.lower()}_{i}_{j}")]
-    if arch.gqa:
-        return named("Q", [g]), named("K", heads)
-    return named("Q", heads), named("K", [g])
+    return named("Q", [g]), named("K", heads)
 
 
 def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """Blocks reading the input of attention layer i through their columns."""
-    if arch.gqa:             # transformers' grouping: K_i_h per head, Q_i_g and W_i_g per group
+    if arch.kv_heads is not None:  # transformers' grouping: K_i_h per head, Q_i_g, V/W_i_g per group
         return ([f"K_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
-                + [name for g, _ in _groups(arch, i) for name in (f"Q_{i}_{g}", f"W_{i}_{g}")])
-    if arch.kv_heads is not None:
-        return ([f"Q_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
                 + [name for g, _ in _groups(arch, i)
-                   for name in (f"K_{i}_{g}", _value_names(blocks, i, g)[0])])
+                   for name in (f"Q_{i}_{g}", _value_names(blocks, i, g)[0])])
     names = []
     for h in range(1, arch.head_counts[i - 1] + 1):
         names += [f"Q_{i}_{h}", f"K_{i}_{h}", _value_names(blocks, i, h)[0]]
@@ -169,9 +164,8 @@ def _consumers(arch: Architecture, blocks: dict, i: int) -> list[str]:
 
 def key_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
     """1. per-head GL(a) on (Q, K): Q -> G Q, K -> G^{-T} K; with kv_heads one G per group, on
-    every query of the group and the group's key; biases follow their maps (bq -> G bq,
-    bk -> G^{-T} bk: the scores are [z; 1]^T [Q bq]^T [K bk] [z; 1]). With gqa (transformers'
-    grouping) one G per group on the group's Q_g and every head's K_h (docs/decoder_features.md)."""
+    the group's Q_g and every head's K_h (docs/decoder_features.md); biases follow their maps
+    (bq -> G bq, bk -> G^{-T} bk: the scores are [z; 1]^T [Q bq]^T [K bk] [z; 1])."""
     for g, heads in _groups(arch, i):
         queries, keys = _score_maps(arch, blocks, i, g, heads)
         a = arch.keys[i - 1]
@@ -193,9 +187,9 @@ def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
     with the rotations, so q_j^T R^{i-j} k_i is unchanged: per rotated pair f, G = c I + s J on
     the pair (J the quarter turn; distinct angles leave no block between pairs), and GL on the
     a - 2 R unrotated coordinates. Tangent dQ = X Q, dK = -X^T K (X^T commutes too). With
-    kv_heads one G per group, on every query of the group and the group's key; biases follow
+    kv_heads one G per group, on the group's Q_g and every head's K_h; biases follow
     their maps (bq -> G bq, bk -> G^{-T} bk: the rotation acts on q = Q z + bq, and
-    R^j G q = G R^j q). With gqa one G per group on Q_g and every head's K_h."""
+    R^j G q = G R^j q)."""
     pairs = arch.rotated_pairs[i - 1]
     a = arch.keys[i - 1]
     for g, heads in _groups(arch, i):
@@ -222,12 +216,12 @@ def rotary_commutant_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
 
 
 def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict, put) -> None:
-    """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given; per group with
-    kv_heads; the value bias follows W: bv -> G bv). With gqa the group's W_g against every
-    head's O_h: head h outputs O_h (W_g Z + bv_g 1^T) S_h."""
+    """2. per-head GL(v) on (W, O): W -> G W, O -> O G^{-1} (value widths given; the value bias
+    follows W: bv -> G bv). With kv_heads the group's W_g against every head's O_h: head h
+    outputs O_h (W_g Z + bv_g 1^T) S_h."""
     for h, heads in _groups(arch, i):
         w_name, o_name = _value_names(blocks, i, h)
-        outs = [f"O_{i}_{k}" for k in heads] if arch.gqa else [o_name]
+        outs = [f"O_{i}_{k}" for k in heads]
         if w_name != o_name:
             W = blocks[w_name]
             for r in range(W.shape[0]):
@@ -246,10 +240,11 @@ def value_gl_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
 
 def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                             put) -> None:
-    """3. per-head rescaling: Q -> c Q, value -> value / c (lightning; with kv_heads every query
-    of a group against the group's value; biases follow their maps). With gqa per head:
-    K_h -> c K_h (and bk_h), O_h -> O_h / c, head h being O_h W_g Z S_h with S_h linear in K_h."""
-    if arch.gqa:
+    """3. per-head rescaling: Q -> c Q, value -> value / c (lightning; biases follow their maps).
+    With kv_heads and value widths per head: K_h -> c K_h (and bk_h), O_h -> O_h / c, head h
+    being O_h W_g Z S_h with S_h linear in K_h; without value widths per group: every K_h of
+    the group (and bk_h) against the group's V_g (and bv_g)."""
+    if arch.kv_heads is not None and arch.values is not None:
         for h in range(1, arch.head_counts[i - 1] + 1):
             parts = {name: blocks[name].clone() for name in [f"K_{i}_{h}"] + _bias(blocks, f"bk_{i}_{h}")}
             parts[f"O_{i}_{h}"] = ops.neg(blocks[f"O_{i}_{h}"])
@@ -258,9 +253,9 @@ def head_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i
     for g, heads in _groups(arch, i):
         w_name, _ = _value_names(blocks, i, g)
         parts = {}
-        for h in heads:
-            for name in [f"Q_{i}_{h}"] + _bias(blocks, f"bq_{i}_{h}"):
-                parts[name] = blocks[name].clone()
+        for name in (_score_maps(arch, blocks, i, g, heads)[1] if arch.kv_heads is not None
+                     else [f"Q_{i}_{g}"] + _bias(blocks, f"bq_{i}_{g}")):
+            parts[name] = blocks[name].clone()
         for name in [w_name] + _bias(blocks, f"bv_{i}_{g}"):
             parts[name] = ops.neg(blocks[name])
         put(parts)
@@ -276,7 +271,7 @@ def _sum(terms: list[torch.Tensor], ops: TangentOps) -> torch.Tensor:
 
 def gqa_head_mixing_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                              put) -> None:
-    """3'. gqa head mixing (lightning, gqa): a group's heads sum to sum_h O_h X K_h with
+    """3'. gqa head mixing (lightning, kv_heads, value widths): a group's heads sum to sum_h O_h X K_h with
     X = W_g Z (Q_g Z)^T (scores linear in k = K_h z + bk_h), so for heads h != k of one group
     O_h -> O_h + e O_k, K_k -> K_k - e K_h (and bk_k - e bk_h) leaves it unchanged: the
     off-diagonal of GL(n_g) on the pairs (O_h, K_h), whose diagonal is the per-head rescaling."""
@@ -291,15 +286,16 @@ def gqa_head_mixing_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
                     put(parts)
 
 
-def query_sum_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
-                       put) -> None:
-    """14. grouped query sums (lightning, kv_heads): the heads of a group share K_g and V_g, and
-    lightning scores are linear in the queries, so the group is sum_h V_g Z (q_h^T k_g) =
-    V_g Z ((sum_h q_h)^T k_g): Q_h -> Q_h + D, Q_first -> Q_first - D (and the query biases)."""
+def key_sum_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                     put) -> None:
+    """14. grouped key sums (lightning, kv_heads, unfactored values): the heads of a group share
+    Q_g and V_g, and lightning scores are linear in k_h = K_h z + bk_h, so the group is
+    sum_h V_g Z (q_g^T k_h) = V_g Z (q_g^T sum_h k_h): K_h -> K_h + D, K_first -> K_first - D
+    (and the key biases)."""
     for _, heads in _groups(arch, i):
         first = heads[0]
         for h in heads[1:]:
-            for kind in ("Q", "bq"):
+            for kind in ("K", "bk"):
                 mine, theirs = f"{kind}_{i}_{h}", f"{kind}_{i}_{first}"
                 if mine not in blocks:
                     continue
@@ -315,9 +311,9 @@ def query_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
                         put) -> None:
     """15. softmax query bias: scores_ji = (Q z_j + bq)^T k_i and the softmax normalises over
     the aggregated token j; bq^T k_i does not depend on j, so every bq entry is a symmetry
-    direction (causal too: the constant is over j <= i). With gqa the groups' bq_g (transformers'
-    key bias)."""
-    for h in range(1, (arch.kv_heads if arch.gqa else arch.head_counts)[i - 1] + 1):
+    direction (causal too: the constant is over j <= i). With kv_heads the groups' bq_g
+    (transformers' key bias)."""
+    for h in range(1, arch.kv_counts[i - 1] + 1):
         name = f"bq_{i}_{h}"
         for r in range(blocks[name].shape[0]):
             d = zero[name].clone()
@@ -329,18 +325,16 @@ def value_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: in
                         put) -> None:
     """16. softmax value bias beside the output bias: softmax columns sum to 1, so a head adds
     its value bias (O_g bv_g with value widths) to every output token, as bo_i does:
-    bv_g -> bv_g + x, bo_i -> bo_i - n_g x (O_g x), n_g the heads of group g; with gqa
-    bo_i -> bo_i - sum_h O_h x over the heads of the group."""
+    bv_g -> bv_g + x, bo_i -> bo_i - n_g x (unfactored values: n_g the heads of group g), or
+    bo_i -> bo_i - sum_h O_h x over the heads of the group (value widths)."""
     for g, heads in _groups(arch, i):
         w_name, o_name = _value_names(blocks, i, g)
         name = f"bv_{i}_{g}"
         for r in range(blocks[name].shape[0]):
             d = zero[name].clone()
             d[r] = 1
-            column = blocks[o_name][:, r] if w_name != o_name else torch.eye(
-                blocks[name].shape[0], dtype=d.dtype)[r]
-            column = ops.times(len(heads), column) if not arch.gqa else _sum(
-                [blocks[f"O_{i}_{h}"][:, r] for h in heads], ops)
+            column = ops.times(len(heads), torch.eye(blocks[name].shape[0], dtype=d.dtype)[r]) \
+                if w_name == o_name else _sum([blocks[f"O_{i}_{h}"][:, r] for h in heads], ops)
             out = zero[f"bo_{i}"].clone()
             out[:, 0] = ops.neg(column)
             put({name: d, f"bo_{i}": out})
@@ -520,10 +514,11 @@ def layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
 
 def one_token_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
                        put) -> None:
-    """11. one-token softmax: every Q, K entry; V_1 + E, V_h - E, or GL(H v) on stacked values."""
-    H = len(_groups(arch, i))   # the groups with kv_heads: n_g = H_i / G_i heads read each V_g
-    names = ([f"Q_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
-             + [f"K_{i}_{g}" for g in range(1, H + 1)])
+    """11. one-token softmax: every Q, K entry; V_1 + E, V_h - E, or GL(H v) on stacked values
+    (with kv_heads unfactored values only: the groups' V_g, each read by n_g = H_i / G_i heads)."""
+    H = len(_groups(arch, i))
+    names = ([f"K_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
+             + [f"Q_{i}_{g}" for g in range(1, H + 1)])
     if arch.kv_heads is None:
         names = [name for h in range(1, H + 1) for name in (f"Q_{i}_{h}", f"K_{i}_{h}")]
     for name in names:
@@ -597,20 +592,22 @@ def _head_mixing(arch: Architecture, blocks: dict, i: int, ops: TangentOps, put)
     factored = f"W_{i}_1" in blocks
     if factored and arch.values[i - 1] < min(arch.widths[i - 1], arch.widths[i]):
         return
-    # With kv_heads the units are the groups: group g reads A_g = (sum_{h in g} Q_h)^T K_g
-    # (family 14), and dA_g is lifted to the group's first query.
+    # With kv_heads (unfactored values) the units are the groups: group g reads
+    # A_g = Q_g^T (sum_{h in g} K_h) (family 14), and dA_g = Q_g^T dK is lifted to the group's
+    # first key by the left inverse of Q_g (dK = (Q_g^+)^T dA_g, a_i >= d_{i-1} too).
     groups = dict(_groups(arch, i))
-    H = len(groups)
-    K_plus = {g: left_inverse(blocks[f"K_{i}_{g}"]) for g in range(1, H + 1)}
+    H, grouped = len(groups), arch.kv_heads is not None
+    plus = {g: left_inverse(blocks[f"{'Q' if grouped else 'K'}_{i}_{g}"]) for g in range(1, H + 1)}
     for g in range(1, H + 1):
         for h in range(1, H + 1):
             if g == h:
                 continue
-            query = blocks[f"Q_{i}_{groups[h][0]}"]
-            for other in groups[h][1:]:
-                query = ops.add(query, blocks[f"Q_{i}_{other}"])
-            A_h = ops.mm(T(query), blocks[f"K_{i}_{h}"])
-            parts = {f"Q_{i}_{groups[g][0]}": ops.neg(T(ops.mm(A_h, K_plus[g])))}
+            if grouped:
+                A_h = ops.mm(T(blocks[f"Q_{i}_{h}"]), _sum([blocks[f"K_{i}_{k}"] for k in groups[h]], ops))
+                parts = {f"K_{i}_{groups[g][0]}": ops.neg(ops.mm(T(plus[g]), A_h))}
+            else:
+                A_h = ops.mm(T(blocks[f"Q_{i}_{h}"]), blocks[f"K_{i}_{h}"])
+                parts = {f"Q_{i}_{g}": ops.neg(T(ops.mm(A_h, plus[g])))}
             if not factored:
                 parts[f"V_{i}_{h}"] = blocks[f"V_{i}_{g}"].clone()
             else:
@@ -823,8 +820,10 @@ def _mlp_readers(arch: Architecture, i: int) -> list[str]:
 def _head_writers(arch: Architecture, blocks: dict, i: int) -> list[str]:
     """The blocks attention i writes the stream with through their rows: each group's value
     output (V_g or O_g), the unfactored value biases bv_g (d_i x 1, mixed by the scores like
-    V_g z) and the output bias bo_i; with gqa every head's O_h (bv_g is read through them)."""
-    writers = ([f"O_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)] if arch.gqa
+    V_g z) and the output bias bo_i; with kv_heads and value widths every head's O_h (bv_g is
+    read through them)."""
+    writers = ([f"O_{i}_{h}" for h in range(1, arch.head_counts[i - 1] + 1)]
+               if arch.kv_heads is not None and arch.values is not None
                else [_value_names(blocks, i, g)[1] for g, _ in _groups(arch, i)])
     if f"V_{i}_1" in blocks:
         writers += [name for g, _ in _groups(arch, i) for name in _bias(blocks, f"bv_{i}_{g}")]
@@ -1036,14 +1035,13 @@ def qk_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, 
                      put) -> None:
     """QK-norm gain balance: qn -> c qn, kn -> kn / c on one unrotated coordinate, or on both
     coordinates of a rotated pair (a scalar on a pair commutes with its rotations): the score
-    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention. With kv_heads the heads
-    of a group share kn_g: c scales every query gain of the group; with gqa the group's qn_g
-    against every head's kn_h."""
+    (qn * N(q))^T R^m (kn * N(k)) is unchanged, whatever the attention. With kv_heads the group's
+    qn_g against every head's kn_h."""
     pairs = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
     a = arch.keys[i - 1]
     coords = [(2 * f, 2 * f + 1) for f in range(pairs)] + [(c,) for c in range(2 * pairs, a)]
     for g, heads in _groups(arch, i):
-        shared, own = ("qn", "kn") if arch.gqa else ("kn", "qn")
+        shared, own = ("qn", "kn") if arch.kv_heads is not None else ("kn", "qn")
         kn = f"{shared}_{i}_{g}"
         for coord in coords:
             parts = {kn: zero[kn].clone()}

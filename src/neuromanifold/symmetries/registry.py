@@ -30,7 +30,7 @@ from .catalogue import FLOAT_OPS, TangentOps
 
 _BLOCKS = "docs/blocks.md#the-symmetry-catalogue"
 _DECODER = "docs/decoder_features.md"
-_GQA = "docs/decoder_features.md#transformers-grouped-query-attention-gqa"
+_GQA = "docs/decoder_features.md#grouped-keyvalue-heads"
 _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
@@ -70,6 +70,11 @@ class Family:
 
 def _lightning(arch: Architecture) -> bool:
     return arch.attention == "lightning"
+
+
+def _grouped(arch: Architecture) -> bool:
+    """Key/value groups (kv_heads, transformers' grouping: Q_g and V_g or W_g per group)."""
+    return arch.kv_heads is not None
 
 
 def _rotated(arch: Architecture, i: int) -> int:
@@ -126,9 +131,9 @@ def _value_gl_count(arch: Architecture) -> int | None:
     return sum(G * v * v for G, v in zip(arch.kv_counts, arch.values))
 
 
-def _query_sum_count(arch: Architecture) -> int:
-    """sum over layers of (H_i - G_i) a_i (d_{i-1} + bias): the translations Q_h -> Q_h + D,
-    Q_first -> Q_first - D of each group, one per entry of a non-first query (and its bias),
+def _key_sum_count(arch: Architecture) -> int:
+    """sum over layers of (H_i - G_i) a_i (d_{i-1} + bias): the translations K_h -> K_h + D,
+    K_first -> K_first - D of each group, one per entry of a non-first key (and its bias),
     on distinct coordinates, hence independent."""
     return sum((H - G) * a * (d + arch.bias) for H, G, a, d in
                zip(arch.head_counts, arch.kv_counts, arch.keys, arch.widths[:-1]))
@@ -193,11 +198,13 @@ FAMILIES: tuple[Family, ...] = (
     Family("per-head rescaling", False, lambda a: _lightning(a) and not a.qk_norm, _BLOCKS,
            at_layer=lambda a, i: True, build=c.head_rescaling_tangents,
            move="per-head rescaling", act=actions.rescale_head),
-    Family("gqa head mixing", False, lambda a: _lightning(a) and a.gqa and not a.qk_norm,
+    Family("gqa head mixing", False,
+           lambda a: _lightning(a) and _grouped(a) and a.values is not None and not a.qk_norm,
            _GQA, at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
-           build=c.gqa_head_mixing_tangents),
-    Family("head mixing", False, lambda a: _lightning(a) and not a.bias and not a.qk_norm,
-           _BLOCKS,
+           build=c.gqa_head_mixing_tangents, move="gqa head mixing", act=actions.mix_group_heads),
+    Family("head mixing", False,
+           lambda a: (_lightning(a) and not a.bias and not a.qk_norm
+                      and not (_grouped(a) and a.values is not None)), _BLOCKS,
            at_layer=lambda a, i: (a.kv_counts[i - 1] > 1 and a.keys[i - 1] >= a.widths[i - 1]
                                   and not _rotated(a, i)),
            build=c.head_mixing_tangents, move="head mixing", act=actions.mix_heads),
@@ -256,18 +263,20 @@ FAMILIES: tuple[Family, ...] = (
                       and not a.tied and _plain_decoder(a)), _COMBINED,
            build=c.end_rotation_tangents),
     Family("one-token softmax", False,
-           lambda a: a.attention == "softmax" and a.tokens == 1, _BLOCKS,
+           lambda a: (a.attention == "softmax" and a.tokens == 1
+                      and not (_grouped(a) and a.values is not None)), _BLOCKS,
            at_layer=lambda a, i: True, build=c.one_token_tangents),
     Family("norm rotations", False, lambda a: a.norm != "none" and not a.residual,
            _BLOCKS, at_layer=lambda a, i: True, build=c.norm_rotation_tangents),
     # Decoder options (docs/decoder_features.md).
-    # Only the sum of a group's queries enters linear scores: not behind a QK-norm.
-    Family("grouped query sums", False,
-           lambda a: _lightning(a) and a.kv_heads is not None and not a.qk_norm,
+    # Only the sum of a group's K_h enters linear scores beside a shared value map V_g: not behind
+    # a QK-norm, not with value widths (one O_h per head: the gqa head mixing instead).
+    Family("grouped key sums", False,
+           lambda a: _lightning(a) and _grouped(a) and a.values is None and not a.qk_norm,
            _DECODER + "#grouped-keyvalue-heads",
            at_layer=lambda a, i: a.head_counts[i - 1] > a.kv_counts[i - 1],
-           build=c.query_sum_tangents, generic_count=_query_sum_count,
-           move="grouped query sums", act=actions.shift_query_sums),
+           build=c.key_sum_tangents, generic_count=_key_sum_count,
+           move="grouped key sums", act=actions.shift_key_sums),
     # b_q^T k_i is constant over the aggregated token j only when nothing acts on q after the
     # bias: not with rotary positions (R^j b_q varies with j) nor behind a QK-norm (measured: a
     # tangent outside the kernel with rope).
@@ -275,8 +284,7 @@ FAMILIES: tuple[Family, ...] = (
            lambda a: (a.attention == "softmax" and a.bias and a.positions != "rope"
                       and not a.qk_norm),
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.query_bias_tangents,
-           generic_count=lambda a: sum(H * k for H, k in zip(a.kv_counts if a.gqa else a.head_counts,
-                                                             a.keys)),
+           generic_count=lambda a: sum(G * k for G, k in zip(a.kv_counts, a.keys)),
            move="query bias shift", act=actions.shift_query_bias),
     Family("value bias beside output bias", False, lambda a: a.attention == "softmax" and a.bias,
            _DECODER + "#biases", at_layer=lambda a, i: True, build=c.value_bias_tangents,
@@ -307,14 +315,14 @@ FAMILIES: tuple[Family, ...] = (
 def _unproved_with(name: str, arch: Architecture) -> bool:
     """True where a converter feature (issue 22) breaks the assumptions of family `name`'s
     construction: layernorm biases (the norm families move gains and readers, not a bias after
-    the gain), transformers' grouping `gqa` (per-group Q and W, per-head K and O: only the
-    families of `_GQA_PROVED` are built and proved for it, docs/decoder_features.md), q/k/v
+    the gain), key/value groups (per-group Q and V or W, per-head K and O: only the families of
+    `_GROUPED_PROVED` are built and proved for them, docs/decoder_features.md), q/k/v
     biases without b_o (the families that move b_o), an embedding scale (the stream families move E with the readers). Such a family is
     left out: the bound stays open (lower-bound), never a wrong one."""
     bert = _bert_unproved(name, arch)
     if bert is not None:
         return bert
-    if arch.gqa and name not in _GQA_PROVED:
+    if _grouped(arch) and name not in _GROUPED_PROVED:
         return True
     # One norm per parallel block, QK-norm gains shared by the heads: only the families checked
     # for them (docs/decoder_features.md#one-shared-norm-shared-qk-norm-gains).
@@ -328,23 +336,28 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
     if arch.embed_scale != 1.0 and any(w in name for w in _MOVES_EMBEDDING):
         return True
     # They move b_o (or may: the shifts written back to the stream), built with it present. With
-    # gqa the basis changes, rotations and layernorm shifts of a residual stream move b_o only as
-    # one more writer (by rows, like O_h), so they hold without it (docs/decoder_features.md).
-    if arch.gqa and name in _STREAM_CHANGES:
+    # groups and value widths the basis changes, rotations and layernorm shifts of a residual
+    # stream move b_o only as one more writer (by rows, like O_h), so they hold without it
+    # (docs/decoder_features.md).
+    if _grouped(arch) and arch.values is not None and name in _STREAM_CHANGES:
         return False
     return arch.bias and not arch.out_bias and any(w in name for w in _MOVES_OUTPUT_BIAS)
 
 
-# The families built for `gqa` (a gqa branch in their construction, or blocks they move alike):
-# per-group GL(a) and its rotary commutant (Q_g, every K_h of the group), per-group GL(v) (W_g,
-# every O_h), per-head rescaling (lightning: K_h, O_h), the softmax query bias (bq_g), the QK-norm
-# gain balance (qn_g, every kn_h), the norm gains and layernorm means (their readers K_h, Q_g,
-# W_g), the MLP's neurons and the final gain, and the stream's families, which move its writers
-# (every head's O_h and bo_i) by rows and its readers (K_h, Q_g, W_g) by columns, their biases
-# after them (docs/decoder_features.md, the `gqa` section). Not the native grouping's families
-# (head mixing between groups, grouped query sums) nor the one-token ones (built on Q_h, K_g).
-_GQA_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
-               "per-head rescaling", "gqa head mixing", "softmax query bias",
+# The families built for key/value groups (a grouped branch in their construction, or blocks they
+# move alike): per-group GL(a) and its rotary commutant (Q_g, every K_h of the group), per-group
+# GL(v) (W_g, every O_h), per-head rescaling (lightning: K_h, O_h; unfactored: every K_h of the
+# group against V_g), the gqa head mixing (value widths) or the grouped key sums and the head
+# mixing between groups (unfactored, lifted to a group's first K_h), the one-token softmax
+# (unfactored), the softmax query bias (bq_g), the QK-norm gain balance (qn_g, every kn_h), the
+# norm gains and layernorm means (their readers K_h, Q_g, V_g / W_g), the MLP's neurons and the
+# final gain, and the stream's families, which move its writers (every head's O_h, or the
+# groups' V_g and bv_g, and bo_i) by rows and its readers (K_h, Q_g, V_g / W_g) by columns, their
+# biases after them (docs/decoder_features.md, grouped key/value heads). Not the one-token basis
+# changes (built without groups).
+_GROUPED_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+               "per-head rescaling", "gqa head mixing", "grouped key sums", "head mixing",
+               "one-token softmax", "softmax query bias",
                "value bias beside output bias", "QK-norm gain balance", "norm gain rescaling",
                "layernorm mean directions", "MLP neuron rescaling", "final norm gain",
                "stream basis at the embedding and logits", "stream rotations behind norms",
@@ -360,7 +373,7 @@ _SHARED_NORM_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
                        "head mixing", "QK-norm gain balance", "shared QK-norm gain balance",
                        "final norm gain", "MLP neuron rescaling", "norm gain rescaling",
                        "layernorm mean directions", "stream rotations behind norms",
-                       "stream shifts behind layernorm", "one-token softmax", "grouped query sums",
+                       "stream shifts behind layernorm", "one-token softmax", "grouped key sums",
                        "softmax query bias", "value bias beside output bias",
                        "embedding shift into positions")
 # qk_norm_shared: every family that moves no QK-norm gain (the per-head balance is replaced).
@@ -399,7 +412,7 @@ def _bert_unproved(name: str, arch: Architecture) -> bool | None:
 _BERT_PROVED = ("embedding shift into positions", "per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
                 "per-head rescaling", "gqa head mixing", "softmax query bias",
                 "value bias beside output bias", "QK-norm gain balance", "MLP neuron rescaling",
-                "grouped query sums")
+                "grouped key sums")
 
 
 _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
@@ -413,8 +426,7 @@ def _post_norm_counts(arch: Architecture) -> list[tuple[int, list[int], bool]]:
             return []
         widths = arch.values if arch.values is not None else arch.widths[1:]
         H, G = arch.head_counts[i - 1], arch.kv_counts[i - 1]
-        q, k = (G, H) if arch.gqa else (H, G)
-        return [arch.keys[i - 1]] * (q + k) + [widths[i - 1]] * G
+        return [arch.keys[i - 1]] * (G + H) + [widths[i - 1]] * G    # Q_g, K_h, V_g / W_g
 
     sites = [(arch.widths[0], readers(1), True)] if arch.embed_norm else []
     for i in range(1, arch.n_layers + 1):
@@ -443,11 +455,11 @@ def _post_norm_reader_count(arch: Architecture) -> int | None:
 
 def _post_norm_write_count(arch: Architecture) -> int:
     """One per column of every writer: each head's value output (v_i or d_{i-1} columns; every
-    head's O_h with gqa), unfactored value biases, bo_i, and U_i (m_i), bu_i."""
+    head's O_h with value widths, each group's V_g without), unfactored value biases, bo_i, and U_i (m_i), bu_i."""
     total = 0
     for i in range(1, arch.n_layers + 1):
         H, G, d_in = arch.head_counts[i - 1], arch.kv_counts[i - 1], arch.widths[i - 1]
-        heads = H if arch.gqa else G
+        heads = H if arch.values is not None else G
         total += heads * (arch.values[i - 1] if arch.values is not None else d_in)
         total += G * arch.bias if arch.values is None else 0     # bv_g of unfactored values
         total += int(arch.bias and arch.out_bias)
