@@ -105,7 +105,7 @@ def test_falcon_forward_equals_transformers(size):
     model, arch, blocks, ids = CASES.falcon_case(size)
     assert arch.n_params == sum(p.numel() for p in model.parameters())
     assert arch.shared_norm == (size in (0, 3)) and arch.parallel == (size != 1)
-    assert arch.gqa == (size != 1) and not any(name.startswith("n_") for name in blocks) == arch.shared_norm
+    assert (arch.kv_heads is not None) == (size != 1) and not any(name.startswith("n_") for name in blocks) == arch.shared_norm
     CASES.float64_model(model)
     assert max(CASES.differences(model, arch, blocks, ids)) < ROUND_OFF
 
@@ -184,7 +184,7 @@ def test_from_config_reads_falcon_and_qwen3_dicts():
     QK-norm gains, from plain dicts (no transformers)."""
     falcon = from_config({"model_type": "falcon", "hidden_size": 8, "num_attention_heads": 2,
                           "num_hidden_layers": 1, "vocab_size": 11, "ffn_hidden_size": 4}, 3)
-    assert (falcon.shared_norm, falcon.parallel, falcon.gqa, falcon.kv_heads) == (True, True, True, (1,))
+    assert (falcon.shared_norm, falcon.parallel, falcon.kv_heads) == (True, True, (1,))
     # E (tied); g, c, f, cf; 2 query heads, 1 key/value group; o columns; MLP (no biases)
     assert falcon.n_params == 11 * 8 + 4 * 8 + 2 * 4 * 8 + 2 * 4 * 8 + 8 * 8 + 2 * 4 * 8
     qwen3 = from_config({"model_type": "qwen3", "hidden_size": 8, "num_attention_heads": 2,
@@ -222,3 +222,19 @@ def test_tiny_converted_networks_read_honestly(family, expected):
         certified = neuromanifold_dim(arch, method="certified")
     assert (arch.n_params, numerical.dimension, certified.status) == expected
     assert certified.lower_bound <= numerical.dimension <= certified.upper_bound
+
+
+def test_published_neox_names_convert_as_transformers_reads_them():
+    """Pythia's config.json says rotary_pct and rotary_emb_base: the raw dict converts to the
+    network transformers' own config object gives (partial rotary 0.25, the published base)."""
+    import transformers
+
+    raw = {"model_type": "gpt_neox", "hidden_size": 16, "num_attention_heads": 2,
+           "num_hidden_layers": 1, "intermediate_size": 8, "vocab_size": 11,
+           "rotary_pct": 0.25, "rotary_emb_base": 500, "use_parallel_residual": True, "hidden_act": "gelu",
+           "tie_word_embeddings": False}
+    from_raw = from_config(raw, 3)
+    from_object = from_config(transformers.GPTNeoXConfig(**{k: v for k, v in raw.items()
+                                                           if k != "model_type"}), 3)
+    assert from_raw == from_object
+    assert from_raw.rope_pairs == (1,) and from_raw.rope_base == 500.0

@@ -76,7 +76,9 @@ def _activation(cfg: dict, name: str) -> str:
 def _rope_pairs(cfg: dict, a: int) -> int:
     """R, the rotated pairs of a head of width a: half of int(a * partial_rotary_factor)."""
     params = cfg.get("rope_parameters") or {}
-    factor = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    # GPT-NeoX's published configs say rotary_pct (transformers' default for it: 0.25)
+    default = cfg.get("rotary_pct", 0.25 if cfg.get("model_type") == "gpt_neox" else 1.0)
+    factor = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", default))
     dim = int(a * factor)
     if dim % 2:
         raise bad_value("config: partial_rotary_factor", "an even rotary width", dim,
@@ -93,7 +95,7 @@ def _rope_base(cfg: dict) -> float:
     if kind != "default" or (scaling and scaling.get("rope_type", scaling.get("type")) != "default"):
         raise bad_value("config: rope_parameters", "the default rotary frequencies", kind,
                         "Scaled rotary frequencies (llama3, yarn, ...) are not converted yet.")
-    return float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    return float(params.get("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base", 10000.0))))
 
 
 def from_config(config, tokens: int) -> Architecture:
