@@ -57,11 +57,11 @@ def _table(result: dict) -> str:
     lines.append(f"count            {result['count']:,}  [{result['label']}: {result['label_why']}]")
     logits = result.get("logits")
     if logits is not None:
+        changes = ", ".join(f"{r['rule']}: {r['total']:,}" for r in logits.get("changes", []))
         lines.append("logits count     " + (
-            f"{logits['count']:,} of {logits['n_params']:,} parameters (" + ", ".join(
-                f"{r['rule']}: {r['total']:,}" for r in logits["rules"][-2:]
-                if "logits" in r["rule"] or "rotations" in r["rule"] or "tied" in r["rule"])
-            + ")" if logits["count"] is not None else f"not counted: {logits['why']}"))
+            f"{logits['count']:,} of {logits['n_params']:,} parameters ("
+            + (changes or "tied logits: the same families as the hidden state") + ")"
+            if logits["count"] is not None else f"not counted: {logits['why']}"))
     lines.append(f"rules            {result['docs']}")
     return "\n".join(lines)
 

@@ -148,7 +148,8 @@ def rules_count(spec: hf.Spec, output: str, tied: bool) -> dict:
     params, changes = extra
     sym = c["symmetry_total"] + sum(r["total"] for r in changes)
     return {"n_params": c["n_params"] + params, "symmetry": sym,
-            "count": c["n_params"] + params - sym, "rules": out["rules"] + changes}
+            "count": c["n_params"] + params - sym, "rules": out["rules"] + changes,
+            "changes": changes}
 
 
 def registry_count(arch, families: dict[str, int]) -> dict:
