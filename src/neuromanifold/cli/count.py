@@ -10,8 +10,8 @@ from ..core.checks import bad_value, check_seed
 from .common import EXIT_AMBIGUOUS, err, print_json
 
 
-def spec_from_options(config: Optional[str], model_type: Optional[str]):
-    """The Spec of a config.json path, or of a shipped config (exactly one of the two)."""
+def config_from_options(config: Optional[str], model_type: Optional[str]) -> tuple[dict, str]:
+    """(the config dict, its source) of a config.json path or a shipped config (exactly one)."""
     from ..models import hf  # noqa: PLC0415
 
     if (config is None) == (model_type is None):
@@ -19,8 +19,16 @@ def spec_from_options(config: Optional[str], model_type: Optional[str]):
                         f"config={config!r}, model_type={model_type!r}",
                         "Pass e.g. `count path/config.json` or `count --model-type gpt2`.")
     if model_type is not None:
-        return hf.read_config(hf.shipped_config(model_type.lower()), source=f"{model_type} config")
-    return hf.read_config(hf.load_config(config), source=str(config))
+        return hf.shipped_config(model_type.lower()), f"{model_type} config"
+    return hf.load_config(config), str(config)
+
+
+def spec_from_options(config: Optional[str], model_type: Optional[str]):
+    """The Spec of a config.json path, or of a shipped config (exactly one of the two)."""
+    from ..models import hf  # noqa: PLC0415
+
+    cfg, source = config_from_options(config, model_type)
+    return hf.read_config(cfg, source=source)
 
 
 def _table(result: dict) -> str:
@@ -47,55 +55,111 @@ def _table(result: dict) -> str:
     lines.append(f"symmetry dims    {result['symmetry_total']:,} (attention: "
                  f"{result['attention_redundancy']:,})")
     lines.append(f"count            {result['count']:,}  [{result['label']}: {result['label_why']}]")
+    logits = result.get("logits")
+    if logits is not None:
+        changes = ", ".join(f"{r['rule']}: {r['total']:,}" for r in logits.get("changes", []))
+        lines.append("logits count     " + (
+            f"{logits['count']:,} of {logits['n_params']:,} parameters ("
+            + (changes or "tied logits: the same families as the hidden state") + ")"
+            if logits["count"] is not None else f"not counted: {logits['why']}"))
     lines.append(f"rules            {result['docs']}")
     return "\n".join(lines)
 
 
+def _validation_lines(check: dict) -> list[str]:
+    lines = [f"validation       shrunk {check['model_type']} (native, {check['output']}"
+             f"{', tied' if check['tied'] else ''}): {check['architecture']}"]
+    rules = check["rules"]
+    counted = ("no rules" if check["counted"] is None else f"{check['counted']}")
+    lines.append(f"                 parameters {check['n_params']}, counted {counted} (rules), "
+                 f"{check['registry']['count']} (registry: n_params - its families), certified "
+                 + (f"{check['certified']}" if check["status"] == "certified" else
+                    f"{check['lower_bound']} <= dim <= {check['upper_bound']}")
+                 + f" ({check['status']}), {check['seconds']:.1f} s")
+    if check["counted"] is None and rules.get("why"):
+        lines.append(f"                 rules: {rules['why']}")
+    for note in check["notes"]:
+        lines.append(f"                 note: {note}")
+    for row in check.get("independence", []):
+        lines.append(f"independence     hidden {row['hidden']}, head_dim {row['head_dim']}, "
+                     f"{row['layers']} layers: tangent rank over F_p {row['tangent_rank']}, counted "
+                     f"{row['counted_symmetry']}: "
+                     + ("independent" if row["independent"] else "NOT shown independent")
+                     + f" ({row['seconds']:.1f} s)")
+    lines.append("verdict          " + ("verified: certified == counted" if check["verified"]
+                                        else check["finding"]))
+    return lines
+
+
 def count_command(
     config: Optional[str] = typer.Argument(None, help="A model's config.json."),
-    model_type: Optional[str] = typer.Option(None, "--model-type",
-                                             help="A shipped config: gpt2, llama, mistral, qwen2 or bert."),
-    validate: bool = typer.Option(False, "--validate", help="Measure a shrunk random model of the "
-                                  "same family with functional_dim and compare with the count."),
+    model_type: Optional[str] = typer.Option(
+        None, "--model-type", help="A shipped config: gpt2, llama, mistral, qwen2, bert, gemma, "
+        "gpt_neox, falcon, qwen3 or phi3."),
+    validate: bool = typer.Option(False, "--validate", help="Certify a shrunk model of the same "
+                                  "family (converted to the native network, ball arithmetic) and "
+                                  "compare with the count."),
+    numerical: bool = typer.Option(False, "--numerical", help="With --validate: also measure the "
+                                   "shrunk transformers model with functional_dim (float64, a "
+                                   "cross-check, not a proof)."),
     tokens: Optional[int] = typer.Option(None, help="Sequence length of the shrunk model's inputs "
-                                         "(--validate; default 4)."),
+                                         "(--validate; default 3)."),
     seed: Optional[int] = typer.Option(None, help="Random seed of the shrunk model's weights and "
                                        "inputs (--validate; default 0)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
-    from ..models import hf  # noqa: PLC0415
+    from ..models import certify, convert, hf  # noqa: PLC0415
 
     if seed is not None:
         check_seed(seed)
-    for name, value in (("tokens", tokens), ("seed", seed)):
+    for name, value in (("tokens", tokens), ("seed", seed), ("numerical", numerical or None)):
         if value is not None and not validate:
             raise bad_value(name, "given only with --validate (the count itself draws nothing)",
-                            value, f"Add --validate to measure a shrunk model, or drop --{name}.")
-    tokens = hf.SHRINK_DEFAULTS["tokens"] if tokens is None else tokens
+                            value, f"Add --validate to certify a shrunk model, or drop --{name}.")
+    tokens = certify.SHRINK["tokens"] if tokens is None else tokens
     seed = 0 if seed is None else seed
-    spec = spec_from_options(config, model_type)
-    if validate:
-        hf.plan_validation(spec, tokens=tokens)  # refuse sizes that cannot be measured, first
-    result = hf.count(spec)
-    result["model_class_parameters"] = hf.model_parameters(spec) if hf.have_transformers() else None
+    cfg, source = config_from_options(config, model_type)
+    mt = cfg.get("model_type")
+    ruled = mt in hf.MODEL_TYPES
+    if not ruled and not (validate and mt in convert.CONVERTED):
+        supported = ", ".join(hf.MODEL_TYPES)
+        more = (f"; {mt} converts: `count --validate` certifies a shrunk model of it"
+                if mt in convert.CONVERTED else "")
+        raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules)", mt,
+                        f"See docs/models.md{more}.")
+    result: dict = {"model_type": mt}
+    if ruled:
+        spec = hf.read_config(cfg, source=source)
+        result = hf.count(spec)
+        tied = bool(cfg.get("tie_word_embeddings", mt in ("gpt2", "gemma")))
+        result["logits"] = certify.rules_count(spec, "logits", tied)
+        result["model_class_parameters"] = (hf.model_parameters(spec) if hf.have_transformers()
+                                            else None)
     check = None
     if validate:
         progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
-        check = hf.validate(spec, seed=seed, tokens=tokens, progress=progress)
+        check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
+        if ruled:
+            check["independence"] = certify.independence(cfg, seed=seed,
+                                                         ladder=certify.QUICK_LADDER)
+            if numerical:
+                check["numerical"] = {k: v for k, v in hf.validate(
+                    spec, seed=seed, tokens=4, progress=progress).items()
+                    if k in ("n_params", "counted", "measured", "measured_status", "verified",
+                             "finding", "seconds")}
         result["validation"] = check
     if as_json:
         print_json(result)
     else:
-        print(_table(result))
+        if ruled:
+            print(_table(result))
         if check is not None:
-            shape = " ".join(f"{k}={check['shrunk'][k]}" for k in (
-                "hidden", "heads", "kv_heads", "intermediate", "layers", "vocab"))
-            print(f"validation       shrunk {check['model_class']}: {shape} "
-                  f"tokens={check['tokens']}: parameters {check['n_params']}, counted "
-                  f"{check['counted']}, measured {check['measured']} ({check['measured_status']}, "
-                  f"{check['jacobian_mode']}), {check['seconds']:.1f} s")
-            print("verdict          " + ("rules verified: measured == counted" if check["verified"]
-                                          else f"UNVERIFIED: {check['finding']}"))
+            print("\n".join(_validation_lines(check)))
+            num = check.get("numerical")
+            if num is not None:
+                print(f"numerical        functional_dim of the shrunk transformers model (hidden "
+                      f"state): {num['measured']} ({num['measured_status']}) vs counted "
+                      f"{num['counted']}, {num['seconds']:.1f} s (a cross-check, not a proof)")
     if check is not None and not check["verified"]:
         raise typer.Exit(EXIT_AMBIGUOUS)

@@ -21,9 +21,17 @@ from pathlib import Path
 
 from ..core.checks import bad_value, check_choice, check_int, check_seed
 
-MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "bert")
+MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "bert", "gemma")
 MODEL_CLASSES = {"gpt2": "GPT2Model", "llama": "LlamaModel", "mistral": "MistralModel",
-                 "qwen2": "Qwen2Model", "bert": "BertModel"}
+                 "qwen2": "Qwen2Model", "bert": "BertModel", "gemma": "GemmaModel"}
+# Shipped published configs (models/configs/<type>.json, the source model named in each file):
+# the families with counting rules, and those the converter's other families use (`count
+# --validate` certifies them once `convert.CONVERTED` holds their type).
+SHIPPED = MODEL_TYPES + ("gpt_neox", "falcon", "qwen3", "phi3")
+# Gate activations of a gated MLP the neuron-rescaling rule covers, per family (not positively
+# homogeneous; the GELU gates of Gemma's published configs certified in docs/models.md's table).
+GATE_ACTIVATIONS = {"gemma": ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")}
+SILU_GATES = ("silu", "swish")
 COUNTED_OUTPUT = "last hidden state of the base model (after its final norm)"
 DOCS = "docs/models.md"
 
@@ -69,9 +77,16 @@ def _field(cfg: dict, names, what: str, source: str):
 
 def shipped_config(model_type: str) -> dict:
     """The shipped config.json of `model_type` (typed in from the published file)."""
-    model_type = check_choice("model_type", model_type, MODEL_TYPES)
+    model_type = check_choice("model_type", model_type, SHIPPED)
     text = resources.files("neuromanifold.models").joinpath(f"configs/{model_type}.json").read_text()
-    return json.loads(text)
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def shipped_source(model_type: str) -> str:
+    """The published model a shipped config was typed in from (its `_source` line)."""
+    model_type = check_choice("model_type", model_type, SHIPPED)
+    text = resources.files("neuromanifold.models").joinpath(f"configs/{model_type}.json").read_text()
+    return json.loads(text).get("_source", model_type)
 
 
 def load_config(path) -> dict:
@@ -170,10 +185,10 @@ def read_config(config, source: str = "config") -> Spec:
                       intermediate=num(["intermediate_size"], "MLP width"),
                       layers=num(["num_hidden_layers"], "layers"), vocab=num(["vocab_size"], "vocabulary"),
                       positions=0, type_vocab=0, rope=True, q_bias=qkv_bias, k_bias=qkv_bias,
-                      v_bias=qkv_bias, o_bias=attn_bias and mt == "llama",
+                      v_bias=qkv_bias, o_bias=attn_bias and mt in ("llama", "gemma"),
                       mlp_bias=flag("mlp_bias") and mt == "llama",
                       norm="rmsnorm", prenorm=True, gated_mlp=True)
-    head_dim = config.get("head_dim") if mt in ("llama", "mistral", "qwen2") else None
+    head_dim = config.get("head_dim") if mt in ("llama", "mistral", "qwen2", "gemma") else None
     if head_dim is None:
         if d % H:
             raise bad_value(f"{source}: hidden size", f"divisible by the number of heads ({H})", d,
@@ -187,7 +202,7 @@ def read_config(config, source: str = "config") -> Spec:
         raise bad_value(f"{source}: head_dim", "even under rotary embeddings", head_dim,
                         "Fix head_dim or hidden_size / num_attention_heads.")
     known = set(Spec.__dataclass_fields__)
-    extra = {k: v for k, v in config.items() if k not in known}
+    extra = {k: v for k, v in config.items() if k not in known and k != "_source"}
     return Spec(model_type=mt, head_dim=head_dim, extra=extra, **common)
 
 
@@ -307,7 +322,7 @@ def symmetry_rules(spec: Spec) -> list[dict]:
             "diag(g) (and b into their bias); the final norm is the output and is not absorbed")
     if spec.gated_mlp:
         add("gated MLP neuron rescaling", m, 0,
-            "up row j times c, down column j times 1/c: silu(gate x) * up x is linear in up x")
+            "up row j times c, down column j times 1/c: act(gate x) * up x is linear in up x")
     return rules
 
 
@@ -329,10 +344,11 @@ def check_covered(spec: Spec, source: str = "config") -> None:
                                     "Partial rotary embeddings have no counting rule yet; measure "
                                     "the model with functional_dim instead.")
     if spec.gated_mlp:
-        act = spec.extra.get("hidden_act", "silu")
-        if act not in ("silu", "swish"):
-            raise bad_value(f"{source}: hidden_act", "'silu' (the gate activation the gated-MLP "
-                            "rules cover)", act, "Other gate activations have no counting rule "
+        act = spec.extra.get("hidden_activation") or spec.extra.get("hidden_act", "silu")
+        allowed = SILU_GATES + GATE_ACTIVATIONS.get(spec.model_type, ())
+        if act not in allowed:
+            raise bad_value(f"{source}: hidden_act", f"one of {', '.join(allowed)} (the gate "
+                            f"activations the gated-MLP rules cover for {spec.model_type})", act, "Other gate activations have no counting rule "
                             "yet; measure the model with functional_dim instead.")
 
 
@@ -357,9 +373,10 @@ def count(spec: Spec) -> dict:
             "n_params": total_params, "symmetries": rules, "symmetry_per_layer": per_layer_sym,
             "symmetry_total": total_sym, "attention_redundancy": attention,
             "count": total_params - total_sym, "label": "estimate",
-            "label_why": "parameters minus the sum of the symmetry dimensions; the families' "
-                         "independence at this size is not computed (count --validate measures it "
-                         "on a shrunk model of the same family)",
+            "label_why": "parameters minus the sum of the symmetry dimensions: an upper bound on "
+                         "the functional dimension where the families are independent; each "
+                         "family is a symmetry (docs/models.md), their independence is certified "
+                         "over F_p on shrunk models (count --validate), not at this size",
             "docs": DOCS}
 
 
