@@ -153,18 +153,25 @@ def rules_count(spec: hf.Spec, output: str, tied: bool) -> dict:
 
 
 def registry_count(arch, families: dict[str, int]) -> dict:
-    """The registry's count of `arch`: n_params - sum of its families' counts, each the proved
-    generic count where the registry has one, else the rank measured over F_p at the point."""
+    """The registry's count of `arch`: n_params - the rank over F_p of all its families'
+    tangents at the point, which `families` holds family by family in registry order (each the
+    rank a family adds to those before it). A proved generic count above what a family adds
+    is an overlap with an earlier family (e.g. the all-ones part of an embedding shift, already
+    among the embedding norm's means), listed under `overlaps`; summing proved counts instead
+    would count those directions twice."""
     from ..symmetries.registry import family  # noqa: PLC0415
 
-    parts = []
+    parts, overlaps = [], []
     for name, measured in families.items():
         if not measured:
             continue
         proved = family(name).count(arch)
-        parts.append({"family": name, "count": measured if proved is None else proved,
-                      "proved": proved is not None, "measured": measured})
-    return {"count": arch.n_params - sum(p["count"] for p in parts), "families": parts}
+        parts.append({"family": name, "count": measured, "proved": proved,
+                      "measured": measured})
+        if proved is not None and proved > measured:
+            overlaps.append({"family": name, "proved": proved, "adds": measured})
+    return {"count": arch.n_params - sum(p["count"] for p in parts), "families": parts,
+            "overlaps": overlaps}
 
 
 def validate(config: dict, *, seed: int = 0, progress=None, precision: int | None = None,
@@ -186,11 +193,13 @@ def validate(config: dict, *, seed: int = 0, progress=None, precision: int | Non
                                precision=precision)
     seconds = time.perf_counter() - t0
     families = dict(result.symmetries or {})
+    # BERT converts to its last hidden state (`hidden_output`), every other family to logits
+    output = "hidden" if arch.hidden_output else "logits"
     registry = registry_count(arch, families)
     rules = None
     if small_cfg.get("model_type") in hf.MODEL_TYPES:
         try:
-            rules = rules_count(shrunk_spec_of(small_cfg), "logits", arch.tied)
+            rules = rules_count(shrunk_spec_of(small_cfg), output, arch.tied)
         except Exception as exc:  # noqa: BLE001 - a rule the shrunk model's options lack
             rules = {"count": None, "why": str(exc)}
     else:
@@ -214,7 +223,7 @@ def validate(config: dict, *, seed: int = 0, progress=None, precision: int | Non
                    + (f"{diff} redundant directions the rules miss (registry families: "
                       + ", ".join(f"{f['family']} {f['measured']}" for f in missing) + ")"
                       if diff > 0 else f"{-diff} counted symmetry directions are not in the kernel"))
-    return {"model_type": config.get("model_type"), "output": "logits", "tied": arch.tied,
+    return {"model_type": config.get("model_type"), "output": output, "tied": arch.tied,
             "architecture": str(arch), "shrunk_config": {k: small_cfg[k] for k in small_cfg
                                                          if k in _SHOWN}, "notes": notes,
             "tokens": tokens, "n_params": arch.n_params, "counted": counted,
@@ -239,8 +248,8 @@ QUICK_LADDER = LADDER[:2]
 
 def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -> list[dict]:
     """At each size of `ladder`: the rank over F_p of every registry family's tangents at a
-    random point (`ball_dual.block_upper_bound`) against the sum of the rules' counts (logits
-    output). Equal means the counted families are independent there: n_params - rank is then
+    random point (`ball_dual.block_upper_bound`) against the sum of the rules' counts (the
+    converted network's output: logits, BERT's last hidden state). Equal means the counted families are independent there: n_params - rank is then
     the count, an upper bound on the dimension (the families being symmetries)."""
     from ..dimension.ball_dual import block_upper_bound  # noqa: PLC0415
 
@@ -256,7 +265,8 @@ def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -
         rank = arch.n_params - upper
         counted = None
         if cfg.get("model_type") in hf.MODEL_TYPES:
-            rules = rules_count(shrunk_spec_of(cfg), "logits", arch.tied)
+            rules = rules_count(shrunk_spec_of(cfg), "hidden" if arch.hidden_output else "logits",
+                                arch.tied)
             counted = rules.get("symmetry")
         row = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden": heads * head_dim,
                "n_params": arch.n_params, "tangent_rank": rank, "counted_symmetry": counted,
