@@ -1202,3 +1202,61 @@ def end_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
     for r in range(dl):
         for s in range(dl):
             put(_unit_change(blocks, zero, (_last_writers(arch, blocks), ["L"], []), r, s, ops))
+
+
+# Families closing loose brackets found by the independent checks (docs/decoder_features.md,
+# "Combined features"): the softmax query bias on the coordinates rotary positions leave alone,
+# and the lightning per-head rescaling carried by a QK-norm's query gain.
+
+def unrotated_query_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                  zero: dict, put) -> None:
+    """15'. softmax query bias on the unrotated coordinates (rotary positions): the score is
+    q_j^T R^{i-j} k_i with q_j = Q z_j + bq, and R^m is the identity on the a - 2 R coordinates
+    past the rotated pairs, so bq_u k_{i,u} (u unrotated) does not depend on the aggregated
+    token j: the softmax ignores it. Family 15's tangents (one per bias entry, per head, or per
+    group with gqa) restricted to those coordinates (all of them with one token: R^0 = I)."""
+    first = 2 * (arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0)
+
+    def unrotated(parts: dict) -> None:
+        (d,) = parts.values()
+        if not d[:first].any():
+            put(parts)
+
+    query_bias_tangents(arch, blocks, ops, i, zero, unrotated)
+
+
+def qk_norm_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                               zero: dict, put) -> None:
+    """3''. per-head rescaling through a QK-norm (lightning): the scores (qn * N(q_j))^T R^m
+    (kn * N(k_i)) are linear in the gain qn (a scalar commutes with the rotations), and
+    lightning heads are linear in their scores, so qn -> c qn for every head of a group, and
+    the group's value input (V_g or W_g, with bv_g) -> value / c, leaves every head unchanged.
+    With gqa per head: kn_h -> c kn_h, O_h -> O_h / c (head h is O_h (W_g Z + bv_g) S_h)."""
+    if arch.gqa:
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            put({f"kn_{i}_{h}": blocks[f"kn_{i}_{h}"].clone(),
+                 f"O_{i}_{h}": ops.neg(blocks[f"O_{i}_{h}"])})
+        return
+    for g, heads in _groups(arch, i):
+        w_name, _ = _value_names(blocks, i, g)
+        parts = {f"qn_{i}_{h}": blocks[f"qn_{i}_{h}"].clone() for h in heads}
+        for name in [w_name] + _bias(blocks, f"bv_{i}_{g}"):
+            parts[name] = ops.neg(blocks[name])
+        put(parts)
+
+
+def gain_bias_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                 zero: dict, put) -> None:
+    """8'. norm gain rescaling with norm biases (norm_bias): a reader R sees g * N(Z) + c, that
+    is sum_k R[:, k] (g_k N_k(Z) + c_k), so g_k -> a g_k, c_k -> a c_k and column k of every
+    reader / a leaves it unchanged (c_i after g_i, cn_i after n_i)."""
+    for gain, readers in _gains(arch, blocks, i):
+        bias = f"c_{i}" if gain == f"g_{i}" else f"cn_{i}"
+        for k in range(blocks[gain].shape[0]):
+            parts = {gain: zero[gain].clone(), bias: zero[bias].clone()}
+            parts[gain][k] = blocks[gain][k]
+            parts[bias][k] = blocks[bias][k]
+            for name in readers:
+                parts[name] = zero[name].clone()
+                parts[name][:, k] = ops.neg(blocks[name][:, k])
+            put(parts)

@@ -35,6 +35,9 @@ _POSITIONS = "docs/decoder_features.md#positions"
 _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
 _COMBINED = "docs/decoder_features.md#combined-features"
+_UNROTATED_BIAS = "docs/decoder_features.md#the-softmax-query-bias-on-the-unrotated-coordinates"
+_QK_RESCALING = "docs/decoder_features.md#per-head-rescaling-through-a-qk-norm"
+_GAIN_BIAS = "docs/decoder_features.md#gains-with-norm-biases"
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,20 @@ def _qk_gain_count(arch: Architecture) -> int:
     with a scalar on a pair): sum G (a - R)."""
     return sum(G * (a - _rotated(arch, i)) for i, (G, a) in
                enumerate(zip(arch.kv_counts, arch.keys), start=1))
+
+
+def _unrotated_bias_count(arch: Architecture) -> int:
+    """sum over layers of the query biases (one per head; per group with gqa) times the a_i -
+    2 R_i unrotated coordinates (a_i with one token): one tangent per entry, on distinct
+    coordinates, hence independent."""
+    return sum(n * (a - 2 * _rotated(arch, i)) for i, (n, a) in
+               enumerate(zip(arch.kv_counts if arch.gqa else arch.head_counts, arch.keys), start=1))
+
+
+def _qk_rescaling_count(arch: Architecture) -> int:
+    """sum over layers of G_i (H_i with gqa): one tangent per value input (per output map with
+    gqa), each scaling its own non-zero block, hence independent."""
+    return sum(arch.head_counts if arch.gqa else arch.kv_counts)
 
 
 def _stream_basis_count(arch: Architecture) -> int | None:
@@ -289,6 +306,23 @@ FAMILIES: tuple[Family, ...] = (
                       and a.norm == "none" and a.kv_heads is None and not a.bias
                       and not a.mlp_bias and a.mlp_kind == "plain" and not a.parallel), _BLOCKS,
            build=c.basis_change_tangents),
+    # Loose brackets closed (docs/decoder_features.md#combined-features). Under rotary
+    # positions the softmax query bias survives on the unrotated coordinates (R^m is the
+    # identity there); not behind a QK-norm (the bias is inside the norm).
+    Family("softmax query bias on unrotated coordinates", False,
+           lambda a: (a.attention == "softmax" and a.bias and a.positions == "rope"
+                      and not a.qk_norm), _UNROTATED_BIAS,
+           at_layer=lambda a, i: a.keys[i - 1] > 2 * _rotated(a, i),
+           build=c.unrotated_query_bias_tangents, generic_count=_unrotated_bias_count),
+    # Lightning scores are linear in a QK-norm's gains: a head's (a group's) query gain against
+    # its value input, as the per-head rescaling does with Q without a QK-norm.
+    Family("QK-norm per-head rescaling", False, lambda a: _lightning(a) and a.qk_norm,
+           _QK_RESCALING, at_layer=lambda a, i: True, build=c.qk_norm_rescaling_tangents,
+           generic_count=_qk_rescaling_count),
+    # With layernorm biases (norm_bias) the gain rescaling scales the bias entry with its gain
+    # (the family `norm gain rescaling` is left out there: it keeps the bias).
+    Family("gain and bias rescaling", False, lambda a: a.norm != "none" and a.norm_bias,
+           _GAIN_BIAS, at_layer=lambda a, i: True, build=c.gain_bias_rescaling_tangents),
 )
 
 
@@ -302,9 +336,12 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
     left out: the bound stays open (lower-bound), never a wrong one."""
     if arch.gqa and name not in _GQA_PROVED:
         return True
-    if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
+    if (arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token"))
+            and name not in _NORM_BIAS_PROVED):
         return True
-    # They move E (with L, T or the readers), built for an unscaled embedding.
+    # They write a shift through E that a bias or T must take back by the same amount, built
+    # for an unscaled embedding (s E^T X: the stream gains s x). The stream's basis changes,
+    # rotations and shifts along 1 hold for every s (docs/decoder_features.md#an-embedding-scale).
     if arch.embed_scale != 1.0 and any(w in name for w in _MOVES_EMBEDDING):
         return True
     # They move b_o (or may: the shifts written back to the stream), built with it present. With
@@ -332,9 +369,17 @@ _GQA_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-he
                "layernorm shifts", "norm rotations", "layernorm shifts at the ends",
                "norm rotations at the ends", "output bias into readers' biases",
                "input shift into readers' biases", "embedding shift into positions")
+# The loose brackets' families hold with gqa as written (their proofs take each group's bq_g, or
+# each head's kn_h and O_h).
+_GQA_PROVED += ("softmax query bias on unrotated coordinates", "QK-norm per-head rescaling",
+                "gain and bias rescaling")
+# Families that hold with layernorm biases as built: shifts along 1 before a layernorm (the bias
+# is added after it; docs/decoder_features.md#gains-with-norm-biases).
+_NORM_BIAS_PROVED = ("layernorm shifts", "stream shifts behind layernorm",
+                     "layernorm shifts at the ends")
 _STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations behind norms",
                    "stream shifts behind layernorm")
-_MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
+_MOVES_EMBEDDING = ("input shift", "embedding shift")
 _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
 
 
