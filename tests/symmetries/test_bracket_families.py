@@ -252,3 +252,50 @@ def test_families_with_norm_biases_lie_in_the_kernel(case, attention):
     J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
     scale = float(J.abs().max()) * float(T.abs().max())
     assert float((J @ T.T).abs().max()) <= 1e-9 * scale, counts
+
+
+QK_LAYERNORM = [   # (options, proved count: (H + G) (d + bias) per layer)
+    (dict(widths=(4, 4), keys=3, tokens=3, heads=2, kv_heads=1, qk_norm=True), 12),
+    (dict(widths=(3, 3), keys=3, tokens=3, heads=2, kv_heads=1, qk_norm=True, positions="rope",
+          bias=True), 12),
+    (dict(widths=(4, 4, 4), keys=2, tokens=3, heads=(2, 1), qk_norm=True, residual=True, mlp=2,
+          causal=True, activation="gelu"), 24),
+    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, qk_norm=True,
+          positions="rope", bias=True), 15),
+]
+
+
+@pytest.mark.parametrize("case", QK_LAYERNORM, ids=_ids)
+@pytest.mark.parametrize("attention", ["softmax", "lightning"])
+def test_qk_layernorm_shifts_lie_in_the_kernel_with_their_count(case, attention):
+    """A layernorm QK-norm ignores shifts of its input along 1: every registry tangent lies in
+    the float Jacobian's kernel, and the family's proved count is its tangents' rank."""
+    options, expected = case
+    arch = Architecture(attention=attention, norm="layernorm", **options)
+    blocks = random_block_weights(arch, seed=6)
+    T, counts = tangent_rows(arch, blocks)
+    X = torch.randn((6, arch.widths[0], arch.tokens), dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(7))
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    scale = float(J.abs().max()) * float(T.abs().max())
+    assert float((J @ T.T).abs().max()) <= 1e-9 * scale, counts
+    tangents = dict(family_tangents(arch, blocks))["QK layernorm shifts"]
+    rows = torch.stack([torch.cat([t.get(k, torch.zeros_like(v)).reshape(-1)
+                                   for k, v in blocks.items()]) for t in tangents])
+    assert family("QK layernorm shifts").count(arch) == expected == matrix_rank(rows).rank
+    assert not family("QK layernorm shifts").applies(Architecture(
+        attention=attention, norm="rmsnorm", **options))
+
+
+@pytest.mark.parametrize("options,truth", [
+    # xcheck 84 and 122 (loose behind a layernorm QK-norm before)
+    (dict(widths=(4, 4), keys=4, tokens=3, heads=2, kv_heads=1, norm="layernorm", qk_norm=True,
+          positions="rope", rope_pairs=1, attention="softmax"), 48),
+    (dict(widths=(3, 3), keys=3, tokens=3, heads=2, kv_heads=1, norm="layernorm", qk_norm=True,
+          positions="rope", bias=True, attention="softmax"), 34),
+], ids=["xcheck84", "xcheck122"])
+def test_qk_layernorm_brackets_now_certify(options, truth):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = neuromanifold_dim(Architecture(**options), method="certified", seed=0)
+    assert (result.status, result.dimension) == ("certified", truth), result

@@ -1260,3 +1260,19 @@ def gain_bias_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentO
                 parts[name] = zero[name].clone()
                 parts[name][:, k] = ops.neg(blocks[name][:, k])
             put(parts)
+
+
+def qk_layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                zero: dict, put) -> None:
+    """10''. shifts into a layernorm QK-norm: layernorm(q + t 1) = layernorm(q) exactly (the mean
+    is taken off, the variance is unchanged), and the QK-norm reads q = Q z + bq whole, so
+    Q -> Q + 1 x^T (column c of Q all ones) and bq -> bq + t 1 leave every score unchanged; the
+    same for every key map. Every query and key map of the layer (per group as they are
+    stored), one tangent per column and per bias."""
+    for g, heads in _groups(arch, i):
+        queries, keys = _score_maps(arch, blocks, i, g, heads)
+        for name in dict.fromkeys(queries + keys):
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[:, c] = 1
+                put({name: d})

@@ -38,6 +38,7 @@ _COMBINED = "docs/decoder_features.md#combined-features"
 _UNROTATED_BIAS = "docs/decoder_features.md#the-softmax-query-bias-on-the-unrotated-coordinates"
 _QK_RESCALING = "docs/decoder_features.md#per-head-rescaling-through-a-qk-norm"
 _GAIN_BIAS = "docs/decoder_features.md#gains-with-norm-biases"
+_QK_SHIFTS = "docs/decoder_features.md#shifts-into-a-layernorm-qk-norm"
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,14 @@ def _qk_rescaling_count(arch: Architecture) -> int:
     """sum over layers of G_i (H_i with gqa): one tangent per value input (per output map with
     gqa), each scaling its own non-zero block, hence independent."""
     return sum(arch.head_counts if arch.gqa else arch.kv_counts)
+
+
+def _qk_shift_count(arch: Architecture) -> int:
+    """sum over layers of the score maps (H_i + G_i: queries per head and keys per group, or
+    the reverse with gqa) times d_{i-1} + bias: one tangent per column, each a distinct column
+    of a distinct block, hence independent."""
+    return sum((H + G) * (d + arch.bias) for H, G, d in
+               zip(arch.head_counts, arch.kv_counts, arch.widths[:-1]))
 
 
 def _stream_basis_count(arch: Architecture) -> int | None:
@@ -323,6 +332,10 @@ FAMILIES: tuple[Family, ...] = (
     # (the family `norm gain rescaling` is left out there: it keeps the bias).
     Family("gain and bias rescaling", False, lambda a: a.norm != "none" and a.norm_bias,
            _GAIN_BIAS, at_layer=lambda a, i: True, build=c.gain_bias_rescaling_tangents),
+    # A layernorm QK-norm ignores shifts of q (and k) along 1: every score map's columns and bias.
+    Family("QK layernorm shifts", False, lambda a: a.qk_norm and a.norm == "layernorm",
+           _QK_SHIFTS, at_layer=lambda a, i: True, build=c.qk_layernorm_shift_tangents,
+           generic_count=_qk_shift_count),
 )
 
 
@@ -372,7 +385,7 @@ _GQA_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-he
 # The loose brackets' families hold with gqa as written (their proofs take each group's bq_g, or
 # each head's kn_h and O_h).
 _GQA_PROVED += ("softmax query bias on unrotated coordinates", "QK-norm per-head rescaling",
-                "gain and bias rescaling")
+                "gain and bias rescaling", "QK layernorm shifts")
 # Families that hold with layernorm biases as built: shifts along 1 before a layernorm (the bias
 # is added after it; docs/decoder_features.md#gains-with-norm-biases).
 _NORM_BIAS_PROVED = ("layernorm shifts", "stream shifts behind layernorm",
