@@ -50,6 +50,14 @@ EXACT = [
 ]
 
 
+def _assert_certified(options: dict, truth: int) -> None:
+    """`certified` at seed 0, at the checkers' value `truth`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = neuromanifold_dim(Architecture(**options), method="certified", seed=0)
+    assert (result.status, result.dimension) == ("certified", truth), result
+
+
 def _ids(case) -> str:
     options = case[0] if isinstance(case, tuple) else case
     return ",".join(f"{k}={v}" for k, v in options.items())
@@ -156,10 +164,7 @@ def test_families_stay_out_where_unproved():
 def test_checkers_loose_brackets_now_certify(options, truth):
     """Networks the independent checks found loose now read `certified` at the checkers' value
     (their float ranks at two seeds)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = neuromanifold_dim(Architecture(**options), method="certified", seed=0)
-    assert (result.status, result.dimension) == ("certified", truth), result
+    _assert_certified(options, truth)
 
 
 SCALED = [   # an embedding scale s: the stream families hold for every s (s E^T X moves with E)
@@ -210,10 +215,7 @@ def test_stream_families_hold_with_an_embedding_scale(case, attention):
     (dict(widths=(3, 3), keys=2, tokens=2, vocab=4, embed_scale=1.5, attention="softmax"), 23),
 ], ids=["xcheck2-26", "xcheck2-39"])
 def test_embedding_scale_brackets_now_certify(options, truth):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = neuromanifold_dim(Architecture(**options), method="certified", seed=0)
-    assert (result.status, result.dimension) == ("certified", truth), result
+    _assert_certified(options, truth)
 
 
 NORM_BIASED = [   # layernorm biases: the gains with their biases, shifts along 1
@@ -295,7 +297,4 @@ def test_qk_layernorm_shifts_lie_in_the_kernel_with_their_count(case, attention)
           positions="rope", bias=True, attention="softmax"), 34),
 ], ids=["xcheck84", "xcheck122"])
 def test_qk_layernorm_brackets_now_certify(options, truth):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = neuromanifold_dim(Architecture(**options), method="certified", seed=0)
-    assert (result.status, result.dimension) == ("certified", truth), result
+    _assert_certified(options, truth)
