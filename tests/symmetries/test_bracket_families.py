@@ -298,3 +298,57 @@ def test_qk_layernorm_shifts_lie_in_the_kernel_with_their_count(case, attention)
 ], ids=["xcheck84", "xcheck122"])
 def test_qk_layernorm_brackets_now_certify(options, truth):
     _assert_certified(options, truth)
+
+
+BIASED_UNSEEN = [   # no residual, no norm, readers with biases
+    dict(widths=(3, 4, 2), keys=(2, 3), tokens=2, mlp=(2, 3), bias=True, mlp_bias=True),
+    dict(widths=(3, 5, 3), keys=2, tokens=3, heads=(1, 2), mlp=(2, 0), bias=True, mlp_bias=True,
+         mlp_kind="gated", causal=True),
+    dict(widths=(3, 4, 3), keys=2, tokens=2, mlp=(2, 2), bias=True, mlp_bias=True, values=1),
+]
+
+
+@pytest.mark.parametrize("options", BIASED_UNSEEN, ids=_ids)
+def test_biased_unseen_directions_lie_in_the_exact_kernel(options):
+    """Polynomial (lightning, square) networks: every tangent, the unseen directions with the
+    readers' biases among them, lies in the exact Jacobian's kernel mod p."""
+    from neuromanifold.dimension.fp import DEFAULT_PRIME as p
+    from neuromanifold.dimension.fp_dual import fp_ops, jacobian_mod_p, random_blocks_mod_p
+    from neuromanifold.dimension.modular import matmul_mod
+
+    arch = Architecture(**options)
+    gen = torch.Generator().manual_seed(9)
+    blocks = random_blocks_mod_p(arch, p, gen)
+    T, counts = tangent_rows(arch, blocks, fp_ops(p))
+    assert dict(counts)["unseen directions with reader biases"] > 0, counts
+    X = torch.randint(0, p, (30, arch.widths[0], arch.tokens), generator=gen)
+    J = jacobian_mod_p(arch, blocks, X, p)
+    assert not matmul_mod(J, T.remainder(p).T.contiguous(), p).any(), counts
+
+
+@pytest.mark.parametrize("options", BIASED_UNSEEN, ids=_ids)
+def test_biased_unseen_directions_lie_in_the_float_kernel(options):
+    """Softmax with tanh MLPs: the same tangents lie in the float Jacobian's kernel."""
+    arch = Architecture(attention="softmax", **{**options, "activation": "tanh"})
+    blocks = random_block_weights(arch, seed=2)
+    T, counts = tangent_rows(arch, blocks)
+    assert dict(counts)["unseen directions with reader biases"] > 0, counts
+    X = torch.randn((6, arch.widths[0], arch.tokens), dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(3))
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    scale = float(J.abs().max()) * float(T.abs().max())
+    assert float((J @ T.T).abs().max()) <= 1e-9 * scale, counts
+
+
+def test_biased_unseen_bracket_now_certifies():
+    """xcheck 59 (bias mlp 2L nores S, was [41, 45]): certified 41."""
+    _assert_certified(dict(widths=(3, 4, 2), keys=(2, 3), tokens=2, mlp=(2, 3), bias=True,
+                           mlp_bias=True, attention="softmax", activation="tanh"), 41)
+
+
+def test_former_open_example_now_certifies():
+    """The gated softmax network with value widths and biases that tests/core's
+    `test_bounds_apart_stay_a_lower_bound` used as an open bracket ([23, 24]): the unseen
+    direction of the stream O_1 h + bo_1, taken off the gate's and values' biases, closes it."""
+    _assert_certified(dict(widths=(2, 3), keys=2, tokens=3, attention="softmax", values=2, mlp=2,
+                           causal=True, kv_heads=1, bias=True, mlp_bias=True, mlp_kind="gated"), 23)

@@ -1276,3 +1276,34 @@ def qk_layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOp
                 d = zero[name].clone()
                 d[:, c] = 1
                 put({name: d})
+
+
+def biased_unseen_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                           put) -> None:
+    """7'. unseen directions with the readers' biases (no residual, no norm): at a boundary the
+    stream is M h + c for every token, c the constant bias written to every token (bo_i before
+    an MLP, bu_i after it) and M the other producers side by side (value outputs, value biases:
+    mixed by the scores, not constant). A reader R z + b_R with R -> R + x n^T, n^T M = 0, reads
+    R z + x (n^T c): its bias b_R -> b_R - x (n^T c) takes the constant back. So n ranges over
+    the left kernel of M alone (family 7 takes that of [M c]): one tangent per reader row and
+    kernel vector, where every reader has a bias (used only when M has full rank, as in 7)."""
+    for makers, readers in _stages(arch, blocks, i):
+        constants = [name for name in makers if name in (f"bo_{i}", f"bu_{i}")]
+        others = [name for name in makers if name not in constants]
+        biases = [_reader_bias(blocks, name) for name in readers]
+        if len(constants) != 1 or not others or any(b is None for b in biases):
+            continue
+        side = torch.cat([blocks[name] for name in others], dim=1)
+        if side.shape[1] >= side.shape[0]:
+            continue
+        basis = ops.kernel(side.T.contiguous())
+        if basis is None:
+            continue
+        shift = ops.mm(basis.T.contiguous(), blocks[constants[0]])   # n^T c per kernel vector
+        for name, bias in zip(readers, biases):
+            for k in range(basis.shape[1]):
+                for j in range(blocks[name].shape[0]):
+                    d, db = zero[name].clone(), zero[bias].clone()
+                    d[j, :] = basis[:, k]
+                    db[j] = ops.neg(shift[k])
+                    put({name: d, bias: db})

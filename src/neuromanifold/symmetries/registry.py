@@ -39,6 +39,7 @@ _UNROTATED_BIAS = "docs/decoder_features.md#the-softmax-query-bias-on-the-unrota
 _QK_RESCALING = "docs/decoder_features.md#per-head-rescaling-through-a-qk-norm"
 _GAIN_BIAS = "docs/decoder_features.md#gains-with-norm-biases"
 _QK_SHIFTS = "docs/decoder_features.md#shifts-into-a-layernorm-qk-norm"
+_BIASED_UNSEEN = "docs/decoder_features.md#unseen-directions-with-reader-biases"
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("QK layernorm shifts", False, lambda a: a.qk_norm and a.norm == "layernorm",
            _QK_SHIFTS, at_layer=lambda a, i: True, build=c.qk_layernorm_shift_tangents,
            generic_count=_qk_shift_count),
+    # Without a residual or a norm a reader with a bias takes back the constant a direction the
+    # producers' maps never write still carries through the bias written to every token.
+    Family("unseen directions with reader biases", False,
+           lambda a: not a.residual and a.norm == "none" and (a.bias or a.mlp_bias), _BIASED_UNSEEN,
+           at_layer=lambda a, i: True, build=c.biased_unseen_tangents),
 )
 
 
