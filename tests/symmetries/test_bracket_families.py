@@ -352,3 +352,37 @@ def test_former_open_example_now_certifies():
     direction of the stream O_1 h + bo_1, taken off the gate's and values' biases, closes it."""
     _assert_certified(dict(widths=(2, 3), keys=2, tokens=3, attention="softmax", values=2, mlp=2,
                            causal=True, kv_heads=1, bias=True, mlp_bias=True, mlp_kind="gated"), 23)
+
+
+PARALLEL_SHIFT = [   # parallel blocks, attention biases, an MLP reading the input without biases
+    dict(widths=(3, 3), keys=2, tokens=2, bias=True, residual=True, mlp=2, parallel=True, vocab=6),
+    dict(widths=(4, 4), keys=2, tokens=2, bias=True, residual=True, mlp=1, parallel=True,
+         positions="learned", mlp_kind="gated"),
+]
+
+
+@pytest.mark.parametrize("options", PARALLEL_SHIFT, ids=_ids)
+def test_input_kernel_shift_lies_in_the_exact_kernel(options):
+    """Lightning, square: every tangent, the input shift in the bias-free readers' kernel among
+    them, lies in the exact Jacobian's kernel mod p; softmax: in the float kernel."""
+    from neuromanifold.core.tokens import input_stream
+    from neuromanifold.dimension.fp import DEFAULT_PRIME as p
+    from neuromanifold.dimension.fp_dual import fp_ops, jacobian_mod_p, random_blocks_mod_p
+    from neuromanifold.dimension.modular import matmul_mod
+
+    name = "input shift in the kernel of bias-free readers"
+    arch = Architecture(**options)
+    gen = torch.Generator().manual_seed(4)
+    blocks = random_blocks_mod_p(arch, p, gen)
+    T, counts = tangent_rows(arch, blocks, fp_ops(p))
+    assert dict(counts)[name] > 0, counts
+    X = (input_stream(arch, gen, torch.int64)(30) if arch.vocab is not None
+         else torch.randint(0, p, (30, arch.widths[0], arch.tokens), generator=gen))
+    assert not matmul_mod(jacobian_mod_p(arch, blocks, X, p), T.remainder(p).T.contiguous(), p).any()
+    arch = Architecture(attention="softmax", **{**options, "activation": "gelu"})
+    blocks = random_block_weights(arch, seed=3)
+    T, counts = tangent_rows(arch, blocks)
+    assert dict(counts)[name] > 0, counts
+    X = input_stream(arch, torch.Generator().manual_seed(5), torch.float64)(6)
+    J = block_jacobian(arch, flatten_blocks(arch, blocks), X)
+    assert float((J @ T.T).abs().max()) <= 1e-9 * float(J.abs().max()) * float(T.abs().max())

@@ -1307,3 +1307,40 @@ def biased_unseen_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i:
                     d[j, :] = basis[:, k]
                     db[j] = ops.neg(shift[k])
                     put({name: d, bias: db})
+
+
+def input_kernel_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                                put) -> None:
+    """17'''. the input stream's shift in the kernel of layer 1's bias-free readers (no norm,
+    parallel blocks): the position table (T -> T + x 1^T) or an untied embedding
+    (E -> E + 1 x^T) writes x to every token; a reader with a bias takes -R x on it, a reader
+    without one (a parallel MLP's P without MLP biases) reads nothing when R x = 0; with a
+    residual the first bias written to the stream after them (bo_1, or bu_1) takes x back.
+    x ranges over the kernel of the bias-free readers stacked (used where they have full rank)."""
+    source = "T" if "T" in blocks else ("E" if "E" in blocks and not arch.tied else None)
+    readers = _layer_readers(arch, blocks, 1)
+    bare = [name for name in readers if _reader_bias(blocks, name) is None]
+    later = _bias(blocks, "bo_1") + _bias(blocks, "bu_1")
+    if source is None or not bare or (arch.residual and not later):
+        return
+    stacked = torch.cat([blocks[name] for name in bare])
+    if stacked.shape[0] >= stacked.shape[1]:
+        return
+    basis = ops.kernel(stacked)
+    if basis is None:
+        return
+    for k in range(basis.shape[1]):
+        x = basis[:, k]
+        parts = {source: zero[source].clone()}
+        if source == "E":
+            parts[source][:] = x
+        else:
+            parts[source][:] = x[:, None]
+        if arch.residual:
+            parts[later[0]] = zero[later[0]].clone()
+            parts[later[0]][:, 0] = ops.neg(x)
+        for name in readers:
+            bias = _reader_bias(blocks, name)
+            if bias is not None:
+                parts[bias] = ops.neg(ops.mm(blocks[name], x[:, None].contiguous()))
+        put(parts)

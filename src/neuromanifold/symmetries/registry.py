@@ -342,6 +342,12 @@ FAMILIES: tuple[Family, ...] = (
     Family("unseen directions with reader biases", False,
            lambda a: not a.residual and a.norm == "none" and (a.bias or a.mlp_bias), _BIASED_UNSEEN,
            at_layer=lambda a, i: True, build=c.biased_unseen_tangents),
+    # Parallel blocks: a reader without a bias (P without MLP biases) lets the input shift
+    # through when it reads nothing of it.
+    Family("input shift in the kernel of bias-free readers", False,
+           lambda a: (a.parallel and a.bias and a.norm == "none"
+                      and (a.positions == "learned" or (a.vocab is not None and not a.tied))),
+           _COMBINED, build=c.input_kernel_shift_tangents),
 )
 
 
