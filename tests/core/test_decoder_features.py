@@ -251,10 +251,9 @@ def test_softmax_certified_through_balls():
 
 def test_bounds_apart_stay_a_lower_bound():
     """Where the registry does not close the bound the status is never `certified`."""
-    arch = Architecture((2, 3), 2, 3, "softmax", values=2, mlp=2, causal=True, kv_heads=1,
-                        bias=True, mlp_bias=True, mlp_kind="gated")
+    arch = Architecture((3, 4, 2), (2, 3), 2, "lightning", mlp=(2, 3), bias=True, mlp_bias=True)
     r = _quiet_dim(arch, "certified")
-    assert (r.dimension, r.status, r.upper_bound) == (23, "lower-bound", 24)
+    assert (r.dimension, r.status, r.upper_bound) == (41, "lower-bound", 43)
 
 
 def test_no_closed_form_or_ambient_bound_is_claimed_for_decoder_options():

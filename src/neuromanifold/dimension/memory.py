@@ -368,7 +368,9 @@ def _row_block_parts(arch: Architecture, n_block: int) -> dict:
     n_tangents, cols = _upper_guess(arch)
     block_rows = n_block * arch.tokens * arch.output_width
     if arch.is_block:
-        # `jacobians.block_jacobian` maps every direction at once (jacfwd / jacrev, unchunked):
+        # `jacobians.block_jacobian` maps every direction at once (jacfwd / jacrev) over at
+        # most the first block's samples per call (`numerical.LocalRows` computes a block grown
+        # past the first pass in pieces of that many samples, so it holds no more than this):
         # min(rows, P) directions, each holding about one layer's working set (forward mode
         # drops a layer's tangents before the next; reverse mode shares the saved activations,
         # counted once): measured 0.6-1.4 times one layer's `attention_work_bytes` on

@@ -193,6 +193,7 @@ class LocalRows:
         self.R, self.kept, self.leak, self.seconds_jacobian = None, [], 0.0, 0.0
         self.triangular = False  # R is the n x n triangular factor that new rows are folded into
         self.rows = 0  # rows computed so far (after the elimination's sketch, where it applies)
+        self.piece = None  # samples of the first block: the most one Jacobian call takes (blocks)
         self.eliminated = None  # the LastValueElimination reading the rank, if any
         if route == "eliminate" and hasattr(self.split, "free"):  # a gauge (GaugeSplit) applies
             from .elimination import LastValueElimination  # noqa: PLC0415
@@ -203,10 +204,19 @@ class LocalRows:
     def add(self, X: torch.Tensor) -> None:
         """Compute and keep the rows J Q2 of the samples X."""
         t0 = time.perf_counter()
-        reduced, leak = self.split.rows(self.arch, self.params, X, self.progress)
-        self.leak = max(self.leak, leak)
-        self.kept.append(reduced)
-        self.rows += reduced.shape[0]
+        # Networks beyond the paper's model: a block past the first is computed in pieces of
+        # the first block's samples (the Jacobian's autodiff working set, its full rows and
+        # their rotation grow with the samples of a call), so growing N holds no more of them
+        # than the first pass, which `memory.numerical_estimate` models. The first block is
+        # one piece: a run that settles there computes what it did before.
+        self.piece = self.piece or X.shape[0]
+        step = self.piece if self.arch.is_block else X.shape[0]
+        for start in range(0, X.shape[0], step):
+            reduced, leak = self.split.rows(self.arch, self.params, X[start: start + step],
+                                            self.progress)
+            self.leak = max(self.leak, leak)
+            self.kept.append(reduced)
+            self.rows += reduced.shape[0]
         if self.triangular:
             if sum(k.numel() for k in self.kept) * reduced.element_size() >= NUMERICAL_FOLD_ROWS_BYTES:
                 self._fold_kept()

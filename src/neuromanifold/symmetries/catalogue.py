@@ -1324,3 +1324,147 @@ def token_type_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero:
         dE[:, r] = 1
         dY[:, r] = ops.neg(torch.ones_like(dY[:, r]))
         put({"E": dE, "Ty": dY})
+
+
+# Families closing loose brackets found by the independent checks (docs/decoder_features.md,
+# "Combined features"): the softmax query bias on the coordinates rotary positions leave alone,
+# and the lightning per-head rescaling carried by a QK-norm's query gain.
+
+def unrotated_query_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                  zero: dict, put) -> None:
+    """15'. softmax query bias on the unrotated coordinates (rotary positions): the score is
+    q_j^T R^{i-j} k_i with q_j = Q z_j + bq, and R^m is the identity on the a - 2 R coordinates
+    past the rotated pairs, so bq_u k_{i,u} (u unrotated) does not depend on the aggregated
+    token j: the softmax ignores it. Family 15's tangents (one per bias entry of each group's
+    bq_g; a group is one head without kv_heads) restricted to those coordinates (all of them with one token: R^0 = I)."""
+    first = 2 * (arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0)
+
+    def unrotated(parts: dict) -> None:
+        (d,) = parts.values()
+        if not d[:first].any():
+            put(parts)
+
+    query_bias_tangents(arch, blocks, ops, i, zero, unrotated)
+
+
+def qk_norm_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                               zero: dict, put) -> None:
+    """3''. per-head rescaling through a QK-norm (lightning): the scores (qn * N(q_j))^T R^m
+    (kn * N(k_i)) are linear in the gain qn (a scalar commutes with the rotations), and
+    lightning heads are linear in their scores, so qn -> c qn for every head of a group, and
+    the group's value input (V_g or W_g, with bv_g) -> value / c, leaves every head unchanged.
+    With key/value groups and value widths per head: kn_h -> c kn_h, O_h -> O_h / c (head h is
+    O_h (W_g Z + bv_g) S_h); with groups and unfactored values per group: the group's qn_g (its
+    Q_g's gain) -> c qn_g, V_g (bv_g) -> / c; without groups g is the head itself."""
+    if arch.kv_heads is not None and arch.values is not None:
+        for h in range(1, arch.head_counts[i - 1] + 1):
+            put({f"kn_{i}_{h}": blocks[f"kn_{i}_{h}"].clone(),
+                 f"O_{i}_{h}": ops.neg(blocks[f"O_{i}_{h}"])})
+        return
+    for g, heads in _groups(arch, i):
+        w_name, _ = _value_names(blocks, i, g)
+        parts = {f"qn_{i}_{g}": blocks[f"qn_{i}_{g}"].clone()}
+        for name in [w_name] + _bias(blocks, f"bv_{i}_{g}"):
+            parts[name] = ops.neg(blocks[name])
+        put(parts)
+
+
+def gain_bias_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                 zero: dict, put) -> None:
+    """8'. norm gain rescaling with norm biases (norm_bias): a reader R sees g * N(Z) + c, that
+    is sum_k R[:, k] (g_k N_k(Z) + c_k), so g_k -> a g_k, c_k -> a c_k and column k of every
+    reader / a leaves it unchanged (c_i after g_i, cn_i after n_i)."""
+    for gain, readers in _gains(arch, blocks, i):
+        bias = f"c_{i}" if gain == f"g_{i}" else f"cn_{i}"
+        for k in range(blocks[gain].shape[0]):
+            parts = {gain: zero[gain].clone(), bias: zero[bias].clone()}
+            parts[gain][k] = blocks[gain][k]
+            parts[bias][k] = blocks[bias][k]
+            for name in readers:
+                parts[name] = zero[name].clone()
+                parts[name][:, k] = ops.neg(blocks[name][:, k])
+            put(parts)
+
+
+def qk_layernorm_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                zero: dict, put) -> None:
+    """10''. shifts into a layernorm QK-norm: layernorm(q + t 1) = layernorm(q) exactly (the mean
+    is taken off, the variance is unchanged), and the QK-norm reads q = Q z + bq whole, so
+    Q -> Q + 1 x^T (column c of Q all ones) and bq -> bq + t 1 leave every score unchanged; the
+    same for every key map. Every query and key map of the layer (per group as they are
+    stored), one tangent per column and per bias."""
+    for g, heads in _groups(arch, i):
+        queries, keys = _score_maps(arch, blocks, i, g, heads)
+        for name in dict.fromkeys(queries + keys):
+            for c in range(blocks[name].shape[1]):
+                d = zero[name].clone()
+                d[:, c] = 1
+                put({name: d})
+
+
+def biased_unseen_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                           put) -> None:
+    """7'. unseen directions with the readers' biases (no residual, no norm): at a boundary the
+    stream is M h + c for every token, c the constant bias written to every token (bo_i before
+    an MLP, bu_i after it) and M the other producers side by side (value outputs, value biases:
+    mixed by the scores, not constant). A reader R z + b_R with R -> R + x n^T, n^T M = 0, reads
+    R z + x (n^T c): its bias b_R -> b_R - x (n^T c) takes the constant back. So n ranges over
+    the left kernel of M alone (family 7 takes that of [M c]): one tangent per reader row and
+    kernel vector, where every reader has a bias (used only when M has full rank, as in 7)."""
+    for makers, readers in _stages(arch, blocks, i):
+        constants = [name for name in makers if name in (f"bo_{i}", f"bu_{i}")]
+        others = [name for name in makers if name not in constants]
+        biases = [_reader_bias(blocks, name) for name in readers]
+        if len(constants) != 1 or not others or any(b is None for b in biases):
+            continue
+        side = torch.cat([blocks[name] for name in others], dim=1)
+        if side.shape[1] >= side.shape[0]:
+            continue
+        basis = ops.kernel(side.T.contiguous())
+        if basis is None:
+            continue
+        shift = ops.mm(basis.T.contiguous(), blocks[constants[0]])   # n^T c per kernel vector
+        for name, bias in zip(readers, biases):
+            for k in range(basis.shape[1]):
+                for j in range(blocks[name].shape[0]):
+                    d, db = zero[name].clone(), zero[bias].clone()
+                    d[j, :] = basis[:, k]
+                    db[j] = ops.neg(shift[k])
+                    put({name: d, bias: db})
+
+
+def input_kernel_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                                put) -> None:
+    """17'''. the input stream's shift in the kernel of layer 1's bias-free readers (no norm,
+    parallel blocks): the position table (T -> T + x 1^T) or an untied embedding
+    (E -> E + 1 x^T) writes x to every token; a reader with a bias takes -R x on it, a reader
+    without one (a parallel MLP's P without MLP biases) reads nothing when R x = 0; with a
+    residual the first bias written to the stream after them (bo_1, or bu_1) takes x back.
+    x ranges over the kernel of the bias-free readers stacked (used where they have full rank)."""
+    source = "T" if "T" in blocks else ("E" if "E" in blocks and not arch.tied else None)
+    readers = _layer_readers(arch, blocks, 1)
+    bare = [name for name in readers if _reader_bias(blocks, name) is None]
+    later = _bias(blocks, "bo_1") + _bias(blocks, "bu_1")
+    if source is None or not bare or (arch.residual and not later):
+        return
+    stacked = torch.cat([blocks[name] for name in bare])
+    if stacked.shape[0] >= stacked.shape[1]:
+        return
+    basis = ops.kernel(stacked)
+    if basis is None:
+        return
+    for k in range(basis.shape[1]):
+        x = basis[:, k]
+        parts = {source: zero[source].clone()}
+        if source == "E":
+            parts[source][:] = x
+        else:
+            parts[source][:] = x[:, None]
+        if arch.residual:
+            parts[later[0]] = zero[later[0]].clone()
+            parts[later[0]][:, 0] = ops.neg(x)
+        for name in readers:
+            bias = _reader_bias(blocks, name)
+            if bias is not None:
+                parts[bias] = ops.neg(ops.mm(blocks[name], x[:, None].contiguous()))
+        put(parts)

@@ -36,6 +36,11 @@ _EMBEDDINGS = "docs/decoder_features.md#embeddings-and-logits"
 _NORMS = "docs/decoder_features.md#qk-norm-final-norm-parallel-blocks"
 _COMBINED = "docs/decoder_features.md#combined-features"
 _SHARED = "docs/decoder_features.md#one-shared-norm-shared-qk-norm-gains"
+_UNROTATED_BIAS = "docs/decoder_features.md#the-softmax-query-bias-on-the-unrotated-coordinates"
+_QK_RESCALING = "docs/decoder_features.md#per-head-rescaling-through-a-qk-norm"
+_GAIN_BIAS = "docs/decoder_features.md#gains-with-norm-biases"
+_QK_SHIFTS = "docs/decoder_features.md#shifts-into-a-layernorm-qk-norm"
+_BIASED_UNSEEN = "docs/decoder_features.md#unseen-directions-with-reader-biases"
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,28 @@ def _shared_qk_gain_count(arch: Architecture) -> int:
     """One scaling per unrotated coordinate and per rotated pair of each layer's shared gains
     (qn_i -> c qn_i, kn_i -> kn_i / c on it): sum (a - R), on distinct coordinates of qn_i."""
     return sum(a - _rotated(arch, i) for i, a in enumerate(arch.keys, start=1))
+
+
+def _unrotated_bias_count(arch: Architecture) -> int:
+    """sum over layers of the query biases (one per group bq_g; a group is a head without
+    kv_heads) times the a_i - 2 R_i unrotated coordinates (a_i with one token): one tangent per
+    entry, on distinct coordinates, hence independent."""
+    return sum(n * (a - 2 * _rotated(arch, i)) for i, (n, a) in
+               enumerate(zip(arch.kv_counts, arch.keys), start=1))
+
+
+def _qk_rescaling_count(arch: Architecture) -> int:
+    """sum over layers of G_i (H_i with value widths: one per output map O_h): one tangent per
+    value input or output map, each scaling its own non-zero block, hence independent."""
+    return sum(arch.head_counts if arch.values is not None else arch.kv_counts)
+
+
+def _qk_shift_count(arch: Architecture) -> int:
+    """sum over layers of the score maps (H_i + G_i: queries per head and keys per group, or
+    the reverse with gqa) times d_{i-1} + bias: one tangent per column, each a distinct column
+    of a distinct block, hence independent."""
+    return sum((H + G) * (d + arch.bias) for H, G, d in
+               zip(arch.head_counts, arch.kv_counts, arch.widths[:-1]))
 
 
 def _stream_basis_count(arch: Architecture) -> int | None:
@@ -308,6 +335,38 @@ FAMILIES: tuple[Family, ...] = (
                       and a.norm == "none" and a.kv_heads is None and not a.bias
                       and not a.mlp_bias and a.mlp_kind == "plain" and not a.parallel), _BLOCKS,
            build=c.basis_change_tangents),
+    # Loose brackets closed (docs/decoder_features.md#combined-features). Under rotary
+    # positions the softmax query bias survives on the unrotated coordinates (R^m is the
+    # identity there); not behind a QK-norm (the bias is inside the norm).
+    Family("softmax query bias on unrotated coordinates", False,
+           lambda a: (a.attention == "softmax" and a.bias and a.positions == "rope"
+                      and not a.qk_norm), _UNROTATED_BIAS,
+           at_layer=lambda a, i: a.keys[i - 1] > 2 * _rotated(a, i),
+           build=c.unrotated_query_bias_tangents, generic_count=_unrotated_bias_count),
+    # Lightning scores are linear in a QK-norm's gains: a head's (a group's) query gain against
+    # its value input, as the per-head rescaling does with Q without a QK-norm.
+    Family("QK-norm per-head rescaling", False, lambda a: _lightning(a) and a.qk_norm,
+           _QK_RESCALING, at_layer=lambda a, i: True, build=c.qk_norm_rescaling_tangents,
+           generic_count=_qk_rescaling_count),
+    # With layernorm biases (norm_bias) the gain rescaling scales the bias entry with its gain
+    # (the family `norm gain rescaling` is left out there: it keeps the bias).
+    Family("gain and bias rescaling", False, lambda a: a.norm != "none" and a.norm_bias,
+           _GAIN_BIAS, at_layer=lambda a, i: True, build=c.gain_bias_rescaling_tangents),
+    # A layernorm QK-norm ignores shifts of q (and k) along 1: every score map's columns and bias.
+    Family("QK layernorm shifts", False, lambda a: a.qk_norm and a.norm == "layernorm",
+           _QK_SHIFTS, at_layer=lambda a, i: True, build=c.qk_layernorm_shift_tangents,
+           generic_count=_qk_shift_count),
+    # Without a residual or a norm a reader with a bias takes back the constant a direction the
+    # producers' maps never write still carries through the bias written to every token.
+    Family("unseen directions with reader biases", False,
+           lambda a: not a.residual and a.norm == "none" and (a.bias or a.mlp_bias), _BIASED_UNSEEN,
+           at_layer=lambda a, i: True, build=c.biased_unseen_tangents),
+    # Parallel blocks: a reader without a bias (P without MLP biases) lets the input shift
+    # through when it reads nothing of it.
+    Family("input shift in the kernel of bias-free readers", False,
+           lambda a: (a.parallel and a.bias and a.norm == "none"
+                      and (a.positions == "learned" or (a.vocab is not None and not a.tied))),
+           _COMBINED, build=c.input_kernel_shift_tangents),
 )
 
 
@@ -330,9 +389,12 @@ def _unproved_with(name: str, arch: Architecture) -> bool:
         return True
     if arch.qk_norm_shared and name not in _SHARED_QK_PROVED:
         return True
-    if arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token")):
+    if (arch.norm_bias and any(w in name for w in ("norm", "stream", "unseen", "one-token"))
+            and name not in _NORM_BIAS_PROVED):
         return True
-    # They move E (with L, T or the readers), built for an unscaled embedding.
+    # They write a shift through E that a bias or T must take back by the same amount, built
+    # for an unscaled embedding (s E^T X: the stream gains s x). The stream's basis changes,
+    # rotations and shifts along 1 hold for every s (docs/decoder_features.md#an-embedding-scale).
     if arch.embed_scale != 1.0 and any(w in name for w in _MOVES_EMBEDDING):
         return True
     # They move b_o (or may: the shifts written back to the stream), built with it present. With
@@ -382,9 +444,18 @@ _SHARED_QK_PROVED = tuple(name for name in _SHARED_NORM_PROVED if name != "QK-no
     "layernorm shifts", "norm rotations", "layernorm shifts at the ends",
     "norm rotations at the ends", "output bias into readers' biases",
     "input shift into readers' biases")
+# The loose brackets' families hold with key/value groups as written (their proofs take
+# each group's bq_g, each head's kn_h and O_h with value widths, each group's qn_g and V_g
+# without).
+_GROUPED_PROVED += ("softmax query bias on unrotated coordinates", "QK-norm per-head rescaling",
+                    "gain and bias rescaling", "QK layernorm shifts")
+# Families that hold with layernorm biases as built: shifts along 1 before a layernorm (the bias
+# is added after it; docs/decoder_features.md#gains-with-norm-biases).
+_NORM_BIAS_PROVED = ("layernorm shifts", "stream shifts behind layernorm",
+                     "layernorm shifts at the ends")
 _STREAM_CHANGES = ("stream basis at the embedding and logits", "stream rotations behind norms",
                    "stream shifts behind layernorm")
-_MOVES_EMBEDDING = ("stream", "embedding", "input shift", "at the ends")
+_MOVES_EMBEDDING = ("input shift", "embedding shift")
 _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the ends")
 
 
