@@ -22,8 +22,10 @@ from neuromanifold.symmetries.registry import family, family_tangents, tangent_r
 UNROTATED = "softmax query bias on unrotated coordinates"
 QK_RESCALING = "QK-norm per-head rescaling"
 SOFTMAX = [   # (options, the family, its proved count)
-    (dict(widths=(5, 5), keys=3, tokens=3, heads=3, kv_heads=1, positions="rope", bias=True), UNROTATED, 3),
-    (dict(widths=(3, 3), keys=1, tokens=3, heads=2, kv_heads=1, positions="rope", bias=True), UNROTATED, 2),
+    # one group: its bq_g (G (a - 2R) = 1 (3 - 2) and 1 (1 - 0))
+    (dict(widths=(5, 5), keys=3, tokens=3, heads=3, kv_heads=1, positions="rope", bias=True),
+     UNROTATED, 1),
+    (dict(widths=(3, 3), keys=1, tokens=3, heads=2, kv_heads=1, positions="rope", bias=True), UNROTATED, 1),
     (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, positions="rope",
           rope_pairs=1, bias=True, out_bias=False), UNROTATED, 2),
     (dict(widths=(4, 4, 4), keys=(4, 3), tokens=3, heads=(2, 1), positions="rope", rope_pairs=(1, 1),
@@ -100,7 +102,7 @@ def test_lightning_tangents_lie_in_the_exact_kernel(options):
 
 
 def test_qk_rescaling_lies_in_the_exact_kernel_of_its_polynomial_part():
-    """The QK-norm rescaling's identity is exact: scaling a group's query gains by c and its
+    """The QK-norm rescaling's identity is exact: scaling a group's query gain by c and its
     value input by 1/c leaves the float map unchanged to round-off at a finite c (not only to
     first order), with rotary positions, biases and a causal mask."""
     arch = Architecture((4, 4), 3, 3, "lightning", heads=2, kv_heads=1, norm="rmsnorm", qk_norm=True,
@@ -110,8 +112,7 @@ def test_qk_rescaling_lies_in_the_exact_kernel_of_its_polynomial_part():
     from neuromanifold.core.blocks import block_forward
 
     moved = dict(blocks)
-    for h in (1, 2):
-        moved[f"qn_1_{h}"] = 1.7 * blocks[f"qn_1_{h}"]
+    moved["qn_1_1"] = 1.7 * blocks["qn_1_1"]      # the group's query gain, read by both heads
     for name in ("V_1_1", "bv_1_1"):
         moved[name] = blocks[name] / 1.7
     assert torch.allclose(block_forward(arch, moved, X), block_forward(arch, blocks, X),
@@ -149,11 +150,13 @@ def test_families_stay_out_where_unproved():
 
 
 @pytest.mark.parametrize("options,truth", [
-    # xcheck 112 and 119, xcheck2 14 and 19 (loose brackets before these families)
+    # xcheck 112 and 119, xcheck2 14 and 19 (loose brackets before these families); 112 and 119
+    # were measured (90, 21) in the native grouping of the time: under transformers' grouping the
+    # same options are another network, whose float rank is 92 and 22 at seeds 0, 1 and 2
     (dict(widths=(5, 4), keys=3, tokens=3, heads=3, kv_heads=1, positions="rope", bias=True,
-          attention="softmax"), 90),
+          attention="softmax"), 92),
     (dict(widths=(3, 3), keys=1, tokens=3, heads=2, kv_heads=1, positions="rope", bias=True,
-          attention="softmax"), 21),
+          attention="softmax"), 22),
     (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, positions="rope",
           rope_pairs=1, bias=True, out_bias=False, attention="softmax"), 74),
     (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, norm="rmsnorm",

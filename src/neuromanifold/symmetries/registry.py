@@ -78,8 +78,10 @@ def _lightning(arch: Architecture) -> bool:
 
 
 def _grouped(arch: Architecture) -> bool:
-    """Key/value groups (kv_heads, transformers' grouping: Q_g and V_g or W_g per group)."""
-    return arch.kv_heads is not None
+    """Key/value groups (kv_heads, transformers' grouping: Q_g and V_g or W_g per group) in some
+    layer. kv_heads equal to the heads in every layer is the ungrouped network (group g is head
+    g: the same blocks by name, in another order), for which every family is built."""
+    return arch.kv_heads is not None and arch.kv_heads != arch.head_counts
 
 
 def _rotated(arch: Architecture, i: int) -> int:
