@@ -209,6 +209,7 @@ def test_shrunk_config_creates_no_directions_of_its_own(model_type):
     small, _ = certify.shrunk_config(cfg)
     arch = convert.from_config(small, certify.SHRINK["tokens"])
     assert arch.vocab > arch.widths[0] + 2
+    assert set(arch.mlp_widths) == {certify.SHRINK["intermediate"]}  # Falcon: ffn_hidden_size
     assert arch.tied == convert.from_config(small, 1).tied
     H = cfg.get("num_attention_heads", cfg.get("n_head"))
     grouped = (cfg.get("num_key_value_heads") or H) < H or bool(cfg.get("multi_query"))
@@ -283,6 +284,9 @@ def test_converted_families_counted_through_the_registry(capsys):
         assert size["count"] is None and "layernorm biases" in size["why"]
         assert main(["count", "--model-type", mt]) == 0
         assert "not counted: the registry leaves out" in capsys.readouterr().out
+    # GPT-NeoX is certified shrunk to one head of width 4 (`FAMILY_SHRINK`): 318 parameters.
+    small, _ = certify.shrunk_config(hf.shipped_config("gpt_neox"), **certify.FAMILY_SHRINK["gpt_neox"])
+    assert convert.from_config(small, certify.SHRINK["tokens"]).n_params == 318
     # A family with neither a proved nor a written count makes the count say so.
     small, _ = certify.shrunk_config(hf.shipped_config("phi3"))
     arch = convert.from_config(small, 1)  # one token: the one-token softmax, no count written
@@ -302,8 +306,9 @@ def test_count_validate_qwen3_verified(capsys):
 
 def test_models_table_rows_are_recomputed():
     """docs/models.md's `count --validate` table: the rows of the RMSNorm families (llama,
-    mistral, qwen2, gemma: about 45 s on 2 cores) recomputed, all but the time; the gpt2 and
-    gpt_neox rows take minutes and are written by scripts/models_table.py --write only."""
+    mistral, qwen2, gemma, qwen3, phi3: about 16 s on 2 cores) recomputed, all but the time;
+    the gpt2, bert, falcon and gpt_neox rows take from 24 s to minutes and are written by
+    scripts/models_table.py --write only."""
     import importlib.util
     from pathlib import Path
 
