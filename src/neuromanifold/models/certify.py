@@ -257,9 +257,15 @@ def model_class_parameters(config: dict) -> int:
     fields = {k: v for k, v in config.items()
               if k not in ("model_type", "architectures", "auto_map", "torch_dtype", "dtype",
                            "transformers_version")}
-    cfg = AutoConfig.for_model(config["model_type"], **fields)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+    try:
+        cfg = AutoConfig.for_model(config["model_type"], **fields)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg)
+    except (TypeError, ValueError, KeyError) as exc:  # transformers' own checks of the fields
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise bad_value("config", f"fields that transformers accepts for {config['model_type']}",
+                        first, "Fix or remove the field it names, as in the published "
+                        "config.json.") from None
     return sum(p.numel() for p in model.parameters())
 
 
