@@ -100,7 +100,7 @@ def _validation_lines(check: dict) -> list[str]:
     lines = [f"validation       shrunk {check['model_type']} (native, {check['output']}"
              f"{', tied' if check['tied'] else ''}): {check['architecture']}"]
     rules = check["rules"]
-    counted = ("no rules" if check["counted"] is None else f"{check['counted']}")
+    counted = ("not counted" if check["counted"] is None else f"{check['counted']}")
     lines.append(f"                 parameters {check['n_params']}, counted {counted} "
                  f"({'registry families' if rules.get('source') == 'registry' else 'rules'}), "
                  f"{check['registry']['count']} (registry: n_params - its families), certified "
