@@ -209,12 +209,13 @@ def test_shrunk_config_creates_no_directions_of_its_own(model_type):
     small, _ = certify.shrunk_config(cfg)
     arch = convert.from_config(small, certify.SHRINK["tokens"])
     assert arch.vocab > arch.widths[0] + 2
+    assert set(arch.mlp_widths) == {certify.SHRINK["intermediate"]}  # Falcon: ffn_hidden_size
     assert arch.tied == convert.from_config(small, 1).tied
     H = cfg.get("num_attention_heads", cfg.get("n_head"))
     grouped = (cfg.get("num_key_value_heads") or H) < H or bool(cfg.get("multi_query"))
-    assert arch.gqa == grouped
+    assert (arch.kv_heads is not None) == grouped
     if arch.positions == "learned":
-        assert arch.tokens == small["n_positions"]
+        assert arch.tokens == small.get("n_positions", small.get("max_position_embeddings"))
 
 
 @pytest.mark.parametrize("model_type", ["mistral", "gemma"])
@@ -261,17 +262,53 @@ def test_count_validate_cli_and_unsupported_types(tmp_path, capsys):
     assert main(["count", str(path), "--validate"]) == 0
     out = capsys.readouterr().out
     assert "verified: certified == counted" in out and "independence" in out
-    for mt in ("falcon", "t5"):
-        path.write_text(json.dumps({**hf.shipped_config("gpt2"), "model_type": mt}))
-        assert main(["count", str(path)]) == 2
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "gpt2, llama" in err
+    path.write_text(json.dumps({**hf.shipped_config("gpt2"), "model_type": "t5"}))
+    assert main(["count", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gpt2, llama" in err and "qwen3" in err
+
+
+def test_converted_families_counted_through_the_registry(capsys):
+    """qwen3 and phi3: the registry's proved counts (and the written ones where it proves none)
+    on the full-size converted network; the parameters equal transformers' causal-LM class on
+    the meta device; falcon and gpt_neox (layernorm biases: norm families left out of the
+    registry) are not counted, never a number."""
+    expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_821_079_552, 3_806_365_184)}
+    for mt, (n, count) in expected.items():
+        size = certify.full_size(hf.shipped_config(mt))
+        assert (size["n_params"], size["count"], size["output"]) == (n, count, "logits")
+        if hf.have_transformers():
+            assert size["model_class_parameters"] == n
+    for mt in ("falcon", "gpt_neox"):
+        size = certify.full_size(hf.shipped_config(mt))
+        assert size["count"] is None and "layernorm biases" in size["why"]
+        assert main(["count", "--model-type", mt]) == 0
+        assert "not counted: the registry leaves out" in capsys.readouterr().out
+    # GPT-NeoX is certified shrunk to one head of width 4 (`FAMILY_SHRINK`): 318 parameters.
+    small, _ = certify.shrunk_config(hf.shipped_config("gpt_neox"), **certify.FAMILY_SHRINK["gpt_neox"])
+    assert convert.from_config(small, certify.SHRINK["tokens"]).n_params == 318
+    # A family with neither a proved nor a written count makes the count say so.
+    small, _ = certify.shrunk_config(hf.shipped_config("phi3"))
+    arch = convert.from_config(small, 1)  # one token: the one-token softmax, no count written
+    out = certify.registry_rules(arch)
+    assert out["count"] is None and "no proved or written count" in out["why"]
+
+
+def test_count_validate_qwen3_verified(capsys):
+    """Shrunk Qwen3 (224 parameters): certified 192 = counted through the registry."""
+    v = certify.validate(hf.shipped_config("qwen3"))
+    assert (v["n_params"], v["counted"], v["certified"], v["status"], v["verified"]) == (
+        224, 192, 192, "certified", True)
+    rows = certify.independence(hf.shipped_config("qwen3"), ladder=certify.QUICK_LADDER)
+    assert [(r["tangent_rank"], r["counted_symmetry"], r["independent"]) for r in rows] == [
+        (32, 32, True), (80, 80, True)]
 
 
 def test_models_table_rows_are_recomputed():
     """docs/models.md's `count --validate` table: the rows of the RMSNorm families (llama,
-    mistral, qwen2, gemma: about 45 s on 2 cores) recomputed, all but the time; the gpt2 and
-    gpt_neox rows take minutes and are written by scripts/models_table.py --write only."""
+    mistral, qwen2, gemma, qwen3, phi3: about 16 s on 2 cores) recomputed, all but the time;
+    the gpt2, bert, falcon and gpt_neox rows take from 24 s to minutes and are written by
+    scripts/models_table.py --write only."""
     import importlib.util
     from pathlib import Path
 

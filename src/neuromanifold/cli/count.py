@@ -31,6 +31,14 @@ def spec_from_options(config: Optional[str], model_type: Optional[str]):
     return hf.read_config(cfg, source=source)
 
 
+def _parameters_line(result: dict, model_class: str) -> str:
+    """n_params, and whether `model_class` built on the meta device has as many."""
+    built = result.get("model_class_parameters")
+    same = ("not checked: transformers is not installed" if built is None
+            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
+    return f"parameters       {result['n_params']:,} ({model_class} built on the meta device: {same})"
+
+
 def _table(result: dict) -> str:
     lines = [f"model class      {result['model_class']} ({result['model_type']}); counted output: "
              f"{result['counted_output']}"]
@@ -47,11 +55,7 @@ def _table(result: dict) -> str:
     for r in result["symmetries"]:
         lines.append(f"  {r['rule']:<58} {r['per_layer']:>8,} / {r['total']:>12,}")
         lines.append(f"      why: {r['why']}")
-    built = result.get("model_class_parameters")
-    same = ("not checked: transformers is not installed" if built is None
-            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
-    lines.append(f"parameters       {result['n_params']:,} ({result['model_class']} built on the "
-                 f"meta device: {same})")
+    lines.append(_parameters_line(result, result["model_class"]))
     lines.append(f"symmetry dims    {result['symmetry_total']:,} (attention: "
                  f"{result['attention_redundancy']:,})")
     lines.append(f"count            {result['count']:,}  [{result['label']}: {result['label_why']}]")
@@ -66,12 +70,39 @@ def _table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _registry_table(result: dict) -> str:
+    """The count of a family counted through the converter and the registry (`full_size`)."""
+    lines = [f"model type       {result['model_type']}: the converted native network on "
+             f"{result['tokens']} tokens; counted output: {result['output']}",
+             f"architecture     {result['architecture']}",
+             "continuous symmetries (registry families, in total):"]
+    for r in result["rules"]:
+        lines.append(f"  {r['rule']:<40} {r['total']:>14,}  {r['how']}")
+        if r.get("why"):
+            lines.append(f"      why: {r['why']}")
+    lines.append(_parameters_line(result, "transformers' causal-LM class"))
+    lines.append(f"symmetry dims    {result['symmetry']:,}")
+    lines.append("count            " + (
+        f"{result['count']:,}  [estimate: parameters minus the families; an upper bound on the "
+        "functional dimension where they are independent, checked on shrunk models "
+        "(count --validate), not at this size]" if result["count"] is not None
+        else f"not counted: {result['why']}"))
+    lines.append("hidden state     not counted here (the converted network outputs the logits; "
+                 + ("tied: for RMSNorm pre-norm models the logits rules add nothing to the hidden "
+                    "state's families)" if result["tied"] else
+                    "untied: the logits add the V d parameters of L and the families 'final norm "
+                    "gain' and 'stream rotations behind norms')"))
+    lines.append("rules            docs/models.md#families-counted-through-the-registry")
+    return "\n".join(lines)
+
+
 def _validation_lines(check: dict) -> list[str]:
     lines = [f"validation       shrunk {check['model_type']} (native, {check['output']}"
              f"{', tied' if check['tied'] else ''}): {check['architecture']}"]
     rules = check["rules"]
-    counted = ("no rules" if check["counted"] is None else f"{check['counted']}")
-    lines.append(f"                 parameters {check['n_params']}, counted {counted} (rules), "
+    counted = ("not counted" if check["counted"] is None else f"{check['counted']}")
+    lines.append(f"                 parameters {check['n_params']}, counted {counted} "
+                 f"({'registry families' if rules.get('source') == 'registry' else 'rules'}), "
                  f"{check['registry']['count']} (registry: n_params - its families), certified "
                  + (f"{check['certified']}" if check["status"] == "certified" else
                     f"{check['lower_bound']} <= dim <= {check['upper_bound']}")
@@ -122,13 +153,13 @@ def count_command(
     cfg, source = config_from_options(config, model_type)
     mt = cfg.get("model_type")
     ruled = mt in hf.MODEL_TYPES
-    if not ruled and not (validate and mt in convert.CONVERTED):
-        supported = ", ".join(hf.MODEL_TYPES)
-        more = (f"; {mt} converts: `count --validate` certifies a shrunk model of it"
-                if mt in convert.CONVERTED else "")
-        raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules)", mt,
-                        f"See docs/models.md{more}.")
+    if not ruled and mt not in convert.CONVERTED:
+        supported = ", ".join(hf.MODEL_TYPES + tuple(convert.CONVERTED))
+        raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules, or the "
+                        "converter and the symmetry registry)", mt, "See docs/models.md.")
     result: dict = {"model_type": mt}
+    if not ruled:
+        result.update(certify.full_size(cfg))
     if ruled:
         spec = hf.read_config(cfg, source=source)
         result = hf.count(spec)
@@ -140,9 +171,10 @@ def count_command(
     if validate:
         progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
         check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
-        if ruled:
+        if ruled or check["rules"].get("count") is not None:
             check["independence"] = certify.independence(cfg, seed=seed,
                                                          ladder=certify.QUICK_LADDER)
+        if ruled:
             if numerical:
                 check["numerical"] = {k: v for k, v in hf.validate(
                     spec, seed=seed, tokens=4, progress=progress).items()
@@ -154,6 +186,8 @@ def count_command(
     else:
         if ruled:
             print(_table(result))
+        else:
+            print(_registry_table(result))
         if check is not None:
             print("\n".join(_validation_lines(check)))
             num = check.get("numerical")

@@ -109,7 +109,8 @@ def dim(
     scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address, e.g. "
                                             "tcp://host:8786 (with --backend dask)."),
     hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json "
-                                            "(gpt2, llama, mistral, qwen2, bert): measure it shrunk."),
+                                            "(gpt2, llama, mistral, qwen2, bert, gemma: the families with "
+                                            "counting rules): measure it shrunk."),
     shrink: Optional[str] = typer.Option(None, help="With --hf-config: the shrunk size, e.g. "
                                          "layers=2,heads=4,head_dim=2,intermediate=12,vocab=7 "
                                          "(--tokens gives the sequence length)."),

@@ -94,8 +94,9 @@ def load_config(path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise bad_value("config", "an existing config.json file", str(path),
-                        "Pass the path of a model's config.json, or --model-type gpt2|llama|"
-                        "mistral|qwen2|bert for a shipped one.")
+                        "Pass the path of a model's config.json, or --model-type (gpt2, llama, "
+                        "mistral, qwen2, bert, gemma, gpt_neox, falcon, qwen3, phi3) for a "
+                        "shipped one.")
     try:
         cfg = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
