@@ -454,3 +454,17 @@ def test_learned_positions_behind_a_layernorm_not_over_certified():
     result = neuromanifold_dim(NETWORK_132, method="certified", seed=0)
     assert result.lower_bound <= 47 <= result.upper_bound
     assert result.status != "certified" or result.dimension == 47
+
+
+def test_one_token_one_layer_with_narrow_values_has_no_basis_change():
+    """One layer has no pair of consecutive layers: family 13 builds nothing (it stacked an empty
+    list of conditions and raised; found by an independent check), and the network is certified
+    at its float rank."""
+    arch = Architecture((4, 4), 1, 1, "softmax", values=1, residual=True)
+    _, counts = tangent_rows(arch, random_block_weights(arch, seed=4))
+    assert dict(counts)[ONE_TOKEN_FAMILY] == 0
+    from neuromanifold.dimension.api import neuromanifold_dim
+
+    numerical = neuromanifold_dim(arch, method="numerical", seed=0)
+    certified = neuromanifold_dim(arch, method="certified", seed=0)
+    assert certified.lower_bound == numerical.dimension

@@ -727,6 +727,8 @@ def _basis_changes(arch: Architecture, blocks: dict, ops: TangentOps, put) -> No
                     unit[f"P_{i}"][:, s] = ops.neg(P[:, r])      # -P E_rs
                     unit[f"U_{i}"][r] = U[s]                     # E_rs U
                 units.append(unit)
+    if not units:                      # one layer: no pair of consecutive layers to change between
+        return
     if any(condition is not None for _, condition in value_sets.values()):
         conditions = torch.stack([torch.cat([condition(unit.get(("V", j), None))
                                              for j, (_, condition) in value_sets.items()
