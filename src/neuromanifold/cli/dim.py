@@ -120,6 +120,9 @@ def dim(
 ) -> None:
     """Dimension of the neuromanifold of one architecture, with how it was obtained."""
     check_seed(seed)
+    if gqa:  # deprecated: said once on stderr, so --json output stays clean
+        typer.echo("neuromanifold: note: --gqa is deprecated and ignored: --kv-heads alone is "
+                   "transformers' grouping.", err=True)
     timeout = check_timeout(timeout)
     from ..core.scheduler import check_backend  # noqa: PLC0415
 
