@@ -222,13 +222,17 @@ def registry_rules(arch) -> dict:
     out = {"n_params": arch.n_params, "symmetry": symmetry, "rules": parts,
            "output": "hidden" if arch.hidden_output else "logits", "count": None,
            "source": "registry"}
-    if unknown:
+    if arch.norm_bias:        # the bigger gap first: families missing, not only their counts
+        out["why"] = ("the registry leaves out some of its norm and stream families for layernorm "
+                      "biases (mean directions, rotations, unseen directions)")
+        if unknown:
+            out["why"] += "; no proved or written count for " + ", ".join(unknown)
+        else:
+            out["upper"] = arch.n_params - symmetry
+            out["why"] += (f": n_params - the families it has = {arch.n_params - symmetry:,} is "
+                           "an upper bound where they are independent, not the count")
+    elif unknown:
         out["why"] = ("no proved or written count for " + ", ".join(unknown))
-    elif arch.norm_bias:
-        out["upper"] = arch.n_params - symmetry
-        out["why"] = ("the registry leaves out its norm and stream families for layernorm "
-                      f"biases: n_params - the families it has = {arch.n_params - symmetry:,} is "
-                      "an upper bound where they are independent, not the count")
     else:
         out["count"] = arch.n_params - symmetry
     return out
