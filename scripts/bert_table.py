@@ -16,6 +16,9 @@ import sys
 import warnings
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, run or loaded by path
+from doc_blocks import read_block, write_block  # noqa: E402
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
 BEGIN, END = "<!-- bert_table: begin -->", "<!-- bert_table: end -->"
 # (hidden, layers, intermediate, vocab, tokens): vocabulary above hidden + 2, 2 heads.
@@ -73,16 +76,13 @@ def table(lines: list[str] | None = None) -> str:
 
 
 def page_block() -> str:
-    text = PAGE.read_text()
-    return text[text.index(BEGIN) + len(BEGIN): text.index(END)].strip("\n")
+    return read_block(PAGE, BEGIN, END)
 
 
 def main() -> None:
     out = table()
     if "--write" in sys.argv:
-        text = PAGE.read_text()
-        head, rest = text.split(BEGIN)
-        PAGE.write_text(f"{head}{BEGIN}\n{out}\n{END}{rest.split(END, 1)[1]}")
+        write_block(PAGE, BEGIN, END, out)
     print(out)
 
 

@@ -24,6 +24,9 @@ import torch
 
 from neuromanifold.models.convert import from_transformers, hidden_state, logits
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, run or loaded by path
+from doc_blocks import read_block, write_block  # noqa: E402
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 BEGIN, END = "<!-- convert_table: begin -->", "<!-- convert_table: end -->"
 
@@ -296,16 +299,13 @@ def table() -> str:
 
 
 def page_block() -> str:
-    text = PAGE.read_text()
-    return text[text.index(BEGIN) + len(BEGIN): text.index(END)].strip("\n")
+    return read_block(PAGE, BEGIN, END)
 
 
 def main() -> None:
     out = table()
     if "--write" in sys.argv:
-        text = PAGE.read_text()
-        head, rest = text.split(BEGIN)
-        PAGE.write_text(f"{head}{BEGIN}\n{out}\n{END}{rest.split(END, 1)[1]}")
+        write_block(PAGE, BEGIN, END, out)
     print(out)
 
 

@@ -25,6 +25,9 @@ from neuromanifold.core.rank import numerical_rank
 from neuromanifold.core.seeds import seeded_generator
 from neuromanifold.dimension.api import neuromanifold_dim
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, run or loaded by path
+from doc_blocks import read_block, write_block  # noqa: E402
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
 BEGIN, END = "<!-- embed_table: begin -->", "<!-- embed_table: end -->"
 VOCAB_BEGIN, VOCAB_END = "<!-- embed_vocab_table: begin -->", "<!-- embed_vocab_table: end -->"
@@ -216,15 +219,12 @@ def norm_tables() -> str:
 
 def write(text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace the block between the markers `begin` and `end` of the page."""
-    page = PAGE.read_text()
-    head, rest = page.split(begin)
-    _, tail = rest.split(end)
-    PAGE.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
+    write_block(PAGE, begin, end, text)
 
 
 def page_block(begin: str = BEGIN, end: str = END) -> str:
     """The block between the markers as the page has it."""
-    return PAGE.read_text().split(begin)[1].split(end)[0].strip("\n")
+    return read_block(PAGE, begin, end)
 
 
 if __name__ == "__main__":
