@@ -218,14 +218,17 @@ def test_shrunk_config_creates_no_directions_of_its_own(model_type):
         assert arch.tokens == small.get("n_positions", small.get("max_position_embeddings"))
 
 
-@pytest.mark.parametrize("model_type", ["mistral", "gemma"])
+@pytest.mark.parametrize("model_type", ["mistral", "gemma", "gpt2"])
 def test_validate_certifies_the_count(model_type):
-    """Shrunk Mistral (untied logits: residual-stream rotations and the final gain join) and Gemma
-    (tied, (1 + w) norms, sqrt(d) scale): certified == rules' count == registry's count."""
+    """Shrunk Mistral (untied logits: residual-stream rotations and the final gain join), Gemma
+    (tied, (1 + w) norms, sqrt(d) scale) and GPT-2 (tied, layernorm biases: the mean directions
+    and bias shifts taken back by the readers' biases): certified == rules' count == registry's
+    count."""
     v = certify.validate(hf.shipped_config(model_type))
     assert v["status"] == "certified" and v["verified"], v["finding"]
     assert v["certified"] == v["counted"] == v["registry"]["count"]
-    assert (v["n_params"], v["counted"]) == {"mistral": (244, 200), "gemma": (216, 182)}[model_type]
+    assert (v["n_params"], v["counted"]) == {"mistral": (244, 200), "gemma": (216, 182),
+                                             "gpt2": (302, 171)}[model_type]
 
 
 def test_a_lower_bound_is_never_verified(monkeypatch):

@@ -224,7 +224,7 @@ def registry_rules(arch) -> dict:
            "source": "registry"}
     if arch.norm_bias:        # the bigger gap first: families missing, not only their counts
         out["why"] = ("the registry leaves out some of its norm and stream families for layernorm "
-                      "biases (mean directions, rotations, unseen directions)")
+                      "biases (rotations, unseen directions, the final gain)")
         if unknown:
             out["why"] += "; no proved or written count for " + ", ".join(unknown)
         else:

@@ -36,8 +36,9 @@ the rotary commutant (1', per key/value group), grouped key sums (14), the softm
 (15), the value bias beside the output bias (16), output biases into the readers' biases (17,
 sequential and parallel blocks), the input stream's shift into layer 1's biases (17'), an untied
 embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
-embeddings, QK-norm and final-norm gains, and layernorm shifts and norm rotations at the ends of
-a stream without a residual (10', 12').
+embeddings, QK-norm and final-norm gains, layernorm shifts and norm rotations at the ends of
+a stream without a residual (10', 12'), and with layernorm biases the mean directions taken back
+by the readers' biases (9') and each norm's bias shifted into them (17'''').
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
@@ -1272,19 +1273,27 @@ def post_norm_reader_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
     1^T n = 0: row r of R gains (1/g)^T (times prod g, a polynomial), and c_r loses (1/g)^T b
     (times prod g); one per reader row (a reader without a bias only where the norm has none)."""
     for gain, bias, readers, _ in _post_norm_sites(arch, blocks):
-        row = _products_but_one(blocks[gain][:, 0], ops)
-        shift = None if bias is None else ops.neg(ops.mm(row.reshape(1, -1), blocks[bias]))
-        for name in readers:
-            rb = _reader_bias(blocks, name)
-            if shift is not None and rb is None:
-                continue
-            for r in range(blocks[name].shape[0]):
-                parts = {name: zero[name].clone()}
-                parts[name][r] = row
-                if shift is not None:
-                    parts[rb] = zero[rb].clone()
-                    parts[rb][r] = shift[0]
-                put(parts)
+        _reader_means(blocks, zero, ops, gain, bias, readers, put)
+
+
+def _reader_means(blocks: dict, zero: dict, ops: TangentOps, gain: str, bias: str | None,
+                  readers: list[str], put) -> None:
+    """The mean directions of readers R of a layernorm's output g * n + c (1^T n = 0): row r of
+    R gains (1/g)^T and, with the bias c, the reader's bias entry r loses (1/g)^T c (both times
+    prod_j g_j, integer polynomials); with c a reader without a bias gets none."""
+    row = _products_but_one(blocks[gain][:, 0], ops)
+    shift = None if bias is None else ops.neg(ops.mm(row.reshape(1, -1), blocks[bias]))
+    for name in readers:
+        rb = _reader_bias(blocks, name)
+        if shift is not None and rb is None:
+            continue
+        for r in range(blocks[name].shape[0]):
+            parts = {name: zero[name].clone()}
+            parts[name][r] = row
+            if shift is not None:
+                parts[rb] = zero[rb].clone()
+                parts[rb][r] = shift[0]
+            put(parts)
 
 
 def post_norm_write_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
@@ -1470,3 +1479,33 @@ def input_kernel_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOp
             if bias is not None:
                 parts[bias] = ops.neg(ops.mm(blocks[name], x[:, None].contiguous()))
         put(parts)
+
+
+# Pre-norm layernorms with biases (norm_bias: c_i after g_i, cn_i after n_i; GPT-2): each norm's
+# output g * n + c is read only by linear readers R y + b_R (the heads' query, key and value
+# inputs, the MLP's gate and values), whatever else the block does with the stream
+# (docs/decoder_features.md#mean-directions-and-bias-shifts-with-norm-biases).
+
+def _biased_gains(arch: Architecture, blocks: dict, i: int) -> list[tuple[str, str, list[str]]]:
+    """(gain, its bias, readers) of layer i's norms (`_gains`): c_i after g_i, cn_i after n_i."""
+    return [(gain, ("c" if gain.startswith("g") else "cn") + gain[gain.index("_"):], readers)
+            for gain, readers in _gains(arch, blocks, i)]
+
+
+def norm_bias_mean_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                            put) -> None:
+    """9'. layernorm mean directions with norm biases: a reader sees R (g * n + c) + b_R with
+    1^T n = 0, so R -> R + x (1/g)^T adds the constant x (1/g)^T c to every token, which
+    b_R -> b_R - x (1/g)^T c takes back: one tangent per row of every reader with a bias."""
+    for gain, bias, readers in _biased_gains(arch, blocks, i):
+        _reader_means(blocks, zero, ops, gain, bias, readers, put)
+
+
+def norm_bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int, zero: dict,
+                             put) -> None:
+    """17''''. a layernorm's bias into its readers' biases: c -> c + e_r moves every reader's
+    output by R e_r, which b_R -> b_R - R e_r takes back; nothing else reads the norm's output
+    (a pre-norm block adds the un-normed stream to its result). One tangent per entry of c,
+    at norms whose readers all have a bias."""
+    for _, bias, readers in _biased_gains(arch, blocks, i):
+        _shift_route(blocks, zero, ops, bias, readers, "", put)

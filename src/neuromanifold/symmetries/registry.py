@@ -565,6 +565,61 @@ _BERT_PROVED += _POST_NORM_NAMES
 FAMILIES = FAMILIES + _POST_NORM_FAMILIES
 
 
+# Pre-norm layernorms with biases (GPT-2): the mean directions and the bias shifts of each norm,
+# taken back by its readers' biases (docs/decoder_features.md#mean-directions-and-bias-shifts-with-norm-biases).
+_NORM_BIAS_MEANS = "docs/decoder_features.md#mean-directions-and-bias-shifts-with-norm-biases"
+
+
+def _norm_reader_sites(arch: Architecture) -> list[tuple[int, list[tuple[int, bool]]]]:
+    """(width, [(rows, has a bias) per reader]) of every pre-norm, as `catalogue._gains` lists
+    them: g_i read by each head's query and key rows and each group's value rows (Q_g, K_h,
+    V_g / W_g), n_i by the MLP's gate and values (one norm g_i for both with shared_norm)."""
+    sites = []
+    for i in range(1, arch.n_layers + 1):
+        H, G, a = arch.head_counts[i - 1], arch.kv_counts[i - 1], arch.keys[i - 1]
+        w = arch.values[i - 1] if arch.values is not None else arch.widths[i]
+        heads = [(a, arch.bias)] * (H + G) + [(w, arch.bias)] * G
+        m = arch.mlp_widths[i - 1]
+        mlp = [(m, arch.mlp_bias)] * (2 if arch.mlp_kind == "gated" else 1) if m > 0 else []
+        if arch.shared_norm:
+            sites.append((arch.widths[i - 1], heads + mlp))
+        else:
+            sites += [(arch.widths[i - 1], heads)] + ([(arch.widths[i], mlp)] if mlp else [])
+    return sites
+
+
+def _norm_bias_mean_count(arch: Architecture) -> int:
+    """One per row of every reader with a bias: each tangent moves its own row by
+    prod_{j != k} g_j (non-zero generically), hence independent."""
+    return sum(rows for _, readers in _norm_reader_sites(arch) for rows, biased in readers
+               if biased)
+
+
+def _norm_bias_shift_count(arch: Architecture) -> int:
+    """The width of every norm whose readers all have a bias: each tangent moves its own entry
+    of the norm's bias by 1, hence independent."""
+    return sum(d for d, readers in _norm_reader_sites(arch)
+               if readers and all(biased for _, biased in readers))
+
+
+def _pre_layernorm_bias(arch: Architecture) -> bool:
+    """Pre-norm layernorms with biases (not post-norm: BERT's norms sit elsewhere)."""
+    return arch.norm == "layernorm" and arch.norm_bias and not arch.post_norm
+
+
+_NORM_BIAS_FAMILIES = (
+    Family("layernorm means with reader biases", False, _pre_layernorm_bias, _NORM_BIAS_MEANS,
+           at_layer=lambda a, i: True, build=c.norm_bias_mean_tangents,
+           generic_count=_norm_bias_mean_count),
+    Family("layernorm bias into readers' biases", False, _pre_layernorm_bias, _NORM_BIAS_MEANS,
+           at_layer=lambda a, i: True, build=c.norm_bias_shift_tangents,
+           generic_count=_norm_bias_shift_count),
+)
+_NORM_BIAS_PROVED += tuple(f.name for f in _NORM_BIAS_FAMILIES)
+_GROUPED_PROVED += tuple(f.name for f in _NORM_BIAS_FAMILIES)   # readers per group as stored
+FAMILIES = FAMILIES + _NORM_BIAS_FAMILIES
+
+
 FAMILIES = tuple(replace(f, applies=lambda a, f=f: f.applies(a) and not _unproved_with(f.name, a))
                  if not f.paper else f for f in FAMILIES)
 _BY_NAME = {family.name: family for family in FAMILIES}
