@@ -33,6 +33,19 @@ def test_gpt2_small_full_size_count():
     assert c["count"] == c["n_params"] - c["symmetry_total"] and c["label"] == "estimate"
 
 
+def test_one_head_as_wide_as_the_stream_is_not_called_an_upper_bound(tmp_path):
+    """With LayerNorms and head_dim = hidden the value, mean and bias-shift rules overlap (shrunk
+    GPT-2 with one head of width 4 certifies 141 where they count 139): the label says so; the
+    shipped configs (many heads) keep the plain estimate."""
+    cfg = {"model_type": "gpt2", "n_embd": 8, "n_head": 1, "n_layer": 2, "vocab_size": 20,
+           "n_positions": 4}
+    one_head = hf.count(hf.read_config(cfg))
+    assert one_head["label"] == "estimate" and one_head["label_why"].startswith("NOT an upper bound")
+    for model_type in ("gpt2", "bert", "llama"):
+        label = hf.count(hf.read_config(hf.shipped_config(model_type)))["label_why"]
+        assert not label.startswith("NOT")
+
+
 def test_llama_rope_and_gqa_rules():
     """Llama-3.2-1B: 8 KV groups of 4 heads, head_dim 64: RoPE leaves 64 of GL(64) on (Q, K)."""
     c = hf.count(hf.read_config(hf.shipped_config("llama")))
