@@ -17,7 +17,7 @@ from neuromanifold.core.blocks import flatten_blocks, random_block_weights
 from neuromanifold.core.seeds import seeded_generator
 from neuromanifold.core.tokens import input_stream
 from neuromanifold.dimension.jacobians import block_jacobian
-from neuromanifold.symmetries.registry import families_for, family, family_tangents, tangent_rows
+from neuromanifold.symmetries.registry import CATALOGUE, families_for, family, family_tangents, tangent_rows
 
 # The families the registry keeps for a pre-norm decoder's last hidden state (registry
 # `_HIDDEN_PROVED`): inside one sub-layer, a block's own norms, the embedding, the shifts along
@@ -28,7 +28,8 @@ ALLOWED = {"per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head G
            "value bias beside output bias", "QK-norm gain balance", "shared QK-norm gain balance",
            "QK-norm per-head rescaling", "QK layernorm shifts", "MLP neuron rescaling",
            "norm gain rescaling", "gain and bias rescaling", "layernorm mean directions",
-           "embedding shift into positions", "stream shifts behind layernorm"}
+           "embedding shift into positions", "stream shifts behind layernorm",
+           "layernorm means with reader biases", "layernorm bias into readers' biases"}
 EXCLUDED = ("stream rotations behind norms", "stream basis at the embedding and logits",
             "final norm gain")
 
@@ -100,14 +101,15 @@ def test_hidden_state_families_are_in_the_kernel(name, size):
 
 
 def test_every_allowed_family_is_checked():
-    """The networks above reach every family the registry keeps for the hidden state."""
+    """The networks above reach every family the registry keeps for the hidden state (the
+    listed families the registry has: the layernorm-bias ones arrive with their branch)."""
     reached = set()
     for options in NETWORKS.values():
         for width, layers, _ in SIZES:
             arch = _arch(options, width, layers)
             blocks = random_block_weights(arch, seed=0)
             reached |= {fam for fam, n in tangent_rows(arch, blocks)[1] if n}
-    assert reached == ALLOWED
+    assert reached == ALLOWED & {f.name for f in CATALOGUE}
 
 
 def _logits_tangents(arch: Architecture, blocks: dict, name: str) -> list[dict]:

@@ -505,7 +505,9 @@ def _hidden_unproved(name: str, arch: Architecture) -> bool | None:
 # (g_i, n_i and their biases c_i, cn_i; `catalogue._gains` never lists the final norm f); the
 # embedding shift into positions (E^T X + T unchanged); and the shifts of a residual stream
 # along 1 behind layernorms, which the final layernorm (read as the output) ignores as every
-# block's does (the family needs a final norm). Not listed, so left out: every family that moves
+# block's does (the family needs a final norm). With layernorm biases, a block norm's mean
+# directions and bias taken back by its readers' biases (lnbias's two families, built on
+# `catalogue._gains`: g_i, n_i, never f) are local to the block too. Not listed, so left out: every family that moves
 # the output side, whose proof needs a reader after the last block to take a change back: the
 # stream's rotations behind norms and its basis at the embedding and logits (the final norm's
 # output R x is not undone), the final norm gain (absorbed by L, absent here), the ends of a
@@ -517,7 +519,8 @@ _HIDDEN_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
                   "QK-norm gain balance", "shared QK-norm gain balance",
                   "QK-norm per-head rescaling", "QK layernorm shifts", "MLP neuron rescaling",
                   "norm gain rescaling", "gain and bias rescaling", "layernorm mean directions",
-                  "embedding shift into positions", "stream shifts behind layernorm")
+                  "embedding shift into positions", "stream shifts behind layernorm",
+                  "layernorm means with reader biases", "layernorm bias into readers' biases")
 
 
 _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
