@@ -42,9 +42,12 @@ def test_full_size_hidden_state_counts():
         assert size["count"] is None and "layernorm biases" in size["why"]
 
 
-@pytest.mark.parametrize("model_type, expected", [("qwen3", (224, 192)), ("phi3", (248, 202))])
+@pytest.mark.parametrize("model_type, expected", [("qwen3", (224, 192)), ("phi3", (248, 202)),
+                                                   ("mistral", (216, 182))])
 def test_shrunk_hidden_state_is_certified_at_the_registry_count(model_type, expected):
-    """The shrunk hidden-state network (no logits) certified equal to the registry's count."""
+    """The shrunk hidden-state network (no logits) certified equal to the registry's count and,
+    for a family with rules (mistral: untied, the logits' 244 parameters and 200 less L's 28
+    and the logits' 4 + 6 families), to the rules' hidden-state count."""
     v = certify.validate(hf.shipped_config(model_type), output="hidden")
     assert v["output"] == "hidden" and not v["tied"]
     assert (v["n_params"], v["counted"]) == expected
