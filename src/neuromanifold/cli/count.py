@@ -31,12 +31,17 @@ def spec_from_options(config: Optional[str], model_type: Optional[str]):
     return hf.read_config(cfg, source=source)
 
 
+def _class_check(result: dict) -> str:
+    """Whether the model class built on the meta device has the result's n_params."""
+    built = result.get("model_class_parameters")
+    return ("not checked: transformers is not installed" if built is None
+            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
+
+
 def _parameters_line(result: dict, model_class: str) -> str:
     """n_params, and whether `model_class` built on the meta device has as many."""
-    built = result.get("model_class_parameters")
-    same = ("not checked: transformers is not installed" if built is None
-            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
-    return f"parameters       {result['n_params']:,} ({model_class} built on the meta device: {same})"
+    return (f"parameters       {result['n_params']:,} ({model_class} built on the meta device: "
+            f"{_class_check(result)})")
 
 
 def _table(result: dict) -> str:
@@ -97,16 +102,13 @@ def _registry_table(result: dict) -> str:
 def _hidden_line(logits: dict, hidden: dict) -> str:
     """The count of the last hidden state (`full_size(..., output="hidden")`) beside the
     logits': the parameters and families the logits add."""
-    built = hidden.get("model_class_parameters")
-    same = ("not checked: transformers is not installed" if built is None
-            else "equal" if built == hidden["n_params"] else f"DIFFERENT: {built:,}")
     if hidden["count"] is None:
         return f"hidden state     not counted: {hidden['why']}"
     names = {r["rule"] for r in hidden["rules"]}
     dropped = [r["rule"] for r in logits["rules"] if r["rule"] not in names]
     extra = logits["n_params"] - hidden["n_params"]
     return (f"hidden state     {hidden['count']:,} of {hidden['n_params']:,} parameters "
-            f"(transformers' base-model class on the meta device: {same}; "
+            f"(transformers' base-model class on the meta device: {_class_check(hidden)}; "
             + ("the logits' parameters and families: tied logits add none" if not extra
                and not dropped else
                f"the logits add {extra:,} parameters (L) and the families "

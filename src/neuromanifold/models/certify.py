@@ -3,7 +3,8 @@ dimension proved (docs/models.md#validation-count-validate).
 
 `shrunk_config` scales a config down without creating directions of its own (vocabulary
 above the hidden width + 2, the position table cut to the t tokens used, the head structure
-kept); `validate` converts it (`convert.from_config`), certifies its dimension
+kept); `validate` converts it (`native_network`: the logits, or `output="hidden"` the base
+model's last hidden state), certifies its dimension
 (`neuromanifold_dim(method="certified")`: a ball-arithmetic lower bound set against
 n_params - rank_p(registry tangents)) and compares it with the rules' count of the same shrunk
 model (`hf.count`, plus `logits_rules` for the logits the native network outputs), and with the
@@ -247,7 +248,7 @@ def native_network(config: dict, tokens: int, output: str | None = None):
     """The converted native network of `config` on `tokens` tokens with `output`: 'logits'
     (the causal-LM model, `convert.from_config`), 'hidden' (the base model's last hidden state,
     after the final norm: the same network with `hidden_output`, its embedding untied, read at
-    the input only, and no logits map; tests/models/test_hidden_output.py checks it equals
+    the input only, and no logits map; tests/models/test_convert.py checks it equals
     transformers' base model), or None for the converter's own (BERT: hidden, else logits)."""
     arch = convert.from_config(config, tokens)
     if output is None or output == ("hidden" if arch.hidden_output else "logits"):
