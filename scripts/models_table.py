@@ -43,7 +43,9 @@ def row(model_type: str, ladder=certify.QUICK_LADDER) -> tuple[str, str]:
     seconds = v["seconds"]
     if model_type not in hf.MODEL_TYPES:
         size = certify.full_size(cfg)
-        full = (f"not counted / {size['count']:,} (registry)" if size["count"] is not None
+        hidden = certify.full_size(cfg, output="hidden")["count"]
+        full = (f"{'not counted' if hidden is None else f'{hidden:,}'} / {size['count']:,} "
+                "(registry)" if size["count"] is not None
                 else "not counted (registry lacks the layernorm-bias families)")
         if size["count"] is not None:
             rows = certify.independence(cfg, ladder=ladder)

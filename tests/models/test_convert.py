@@ -4,12 +4,16 @@ harness (float64 eager attention, random generic models) is scripts/convert_tabl
 also writes the page's table."""
 
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from neuromanifold.core.blocks import block_forward
+from neuromanifold.core.tokens import one_hot
 from neuromanifold.errors import InputError
+from neuromanifold.models.certify import native_network
 from neuromanifold.models.convert import from_config, logits, rotary_permutation
 
 transformers = pytest.importorskip("transformers")
@@ -238,3 +242,29 @@ def test_published_neox_names_convert_as_transformers_reads_them():
                                                            if k != "model_type"}), 3)
     assert from_raw == from_object
     assert from_raw.rope_pairs == (1,) and from_raw.rope_base == 500.0
+
+
+HIDDEN_CASES = ([("qwen3", s) for s in range(len(CASES.ROTARY_SIZES))]
+                + [("gpt_neox", s) for s in range(len(CASES.NEOX_SIZES))]
+                + [("falcon", s) for s in range(len(CASES.FALCON_SIZES))]
+                + [("phi3", s) for s in range(len(CASES.PHI3_SIZES))])
+
+
+@pytest.mark.parametrize("family, size", HIDDEN_CASES)
+def test_hidden_state_network_equals_the_base_model(family, size):
+    """The families counted through the registry, tied and untied: the base model's
+    last_hidden_state (after its final norm) is the native network with `hidden_output` and an
+    untied embedding (`certify.native_network(config, t, "hidden")`), on the same blocks less L,
+    with the base model's parameter count."""
+    case = {"qwen3": lambda s: CASES.rotary_case("qwen3", s), "gpt_neox": CASES.neox_case,
+            "falcon": CASES.falcon_case, "phi3": CASES.phi3_case}[family]
+    model, arch, blocks, ids = case(size)
+    CASES.float64_model(model)
+    hidden = native_network(model.config, arch.tokens, "hidden")
+    assert hidden == replace(arch, hidden_output=True, tied=False)
+    assert hidden.n_params == sum(p.numel() for p in model.base_model.parameters())
+    with torch.no_grad():
+        expected = model.base_model(ids).last_hidden_state.transpose(1, 2)
+        native = block_forward(hidden, {k: v for k, v in blocks.items() if k != "L"},
+                               one_hot(ids.long(), arch.vocab))
+    assert (expected - native).abs().max() < ROUND_OFF

@@ -31,12 +31,17 @@ def spec_from_options(config: Optional[str], model_type: Optional[str]):
     return hf.read_config(cfg, source=source)
 
 
+def _class_check(result: dict) -> str:
+    """Whether the model class built on the meta device has the result's n_params."""
+    built = result.get("model_class_parameters")
+    return ("not checked: transformers is not installed" if built is None
+            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
+
+
 def _parameters_line(result: dict, model_class: str) -> str:
     """n_params, and whether `model_class` built on the meta device has as many."""
-    built = result.get("model_class_parameters")
-    same = ("not checked: transformers is not installed" if built is None
-            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
-    return f"parameters       {result['n_params']:,} ({model_class} built on the meta device: {same})"
+    return (f"parameters       {result['n_params']:,} ({model_class} built on the meta device: "
+            f"{_class_check(result)})")
 
 
 def _table(result: dict) -> str:
@@ -87,13 +92,28 @@ def _registry_table(result: dict) -> str:
         "functional dimension where they are independent, checked on shrunk models "
         "(count --validate), not at this size]" if result["count"] is not None
         else f"not counted: {result['why']}"))
-    lines.append("hidden state     not counted here (the converted network outputs the logits; "
-                 + ("tied: for RMSNorm pre-norm models the logits rules add nothing to the hidden "
-                    "state's families)" if result["tied"] else
-                    "untied: the logits add the V d parameters of L and the families 'final norm "
-                    "gain' and 'stream rotations behind norms')"))
+    hidden = result.get("hidden")
+    if hidden is not None:
+        lines.append(_hidden_line(result, hidden))
     lines.append("rules            docs/models.md#families-counted-through-the-registry")
     return "\n".join(lines)
+
+
+def _hidden_line(logits: dict, hidden: dict) -> str:
+    """The count of the last hidden state (`full_size(..., output="hidden")`) beside the
+    logits': the parameters and families the logits add."""
+    if hidden["count"] is None:
+        return f"hidden state     not counted: {hidden['why']}"
+    names = {r["rule"] for r in hidden["rules"]}
+    dropped = [r["rule"] for r in logits["rules"] if r["rule"] not in names]
+    extra = logits["n_params"] - hidden["n_params"]
+    return (f"hidden state     {hidden['count']:,} of {hidden['n_params']:,} parameters "
+            f"(transformers' base-model class on the meta device: {_class_check(hidden)}; "
+            + ("the logits' parameters and families: tied logits add none" if not extra
+               and not dropped else
+               f"the logits add {extra:,} parameters (L) and the families "
+               + ", ".join(f"'{n}'" for n in dropped) + ", symmetries of the logits only")
+            + ")")
 
 
 def _validation_lines(check: dict) -> list[str]:
@@ -137,6 +157,10 @@ def count_command(
                                          "(--validate; default 3)."),
     seed: Optional[int] = typer.Option(None, help="Random seed of the shrunk model's weights and "
                                        "inputs (--validate; default 0)."),
+    hidden_state: bool = typer.Option(False, "--hidden-state", help="With --validate: also "
+                                      "certify the shrunk model's last hidden state (the base "
+                                      "model's output, no logits) and compare with its count; "
+                                      "about doubles the time."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
@@ -144,7 +168,8 @@ def count_command(
 
     if seed is not None:
         check_seed(seed)
-    for name, value in (("tokens", tokens), ("seed", seed), ("numerical", numerical or None)):
+    for name, value in (("tokens", tokens), ("seed", seed), ("numerical", numerical or None),
+                        ("hidden-state", hidden_state or None)):
         if value is not None and not validate:
             raise bad_value(name, "given only with --validate (the count itself draws nothing)",
                             value, f"Add --validate to certify a shrunk model, or drop --{name}.")
@@ -160,6 +185,7 @@ def count_command(
     result: dict = {"model_type": mt}
     if not ruled:
         result.update(certify.full_size(cfg))
+        result["hidden"] = certify.full_size(cfg, output="hidden")
     if ruled:
         spec = hf.read_config(cfg, source=source)
         result = hf.count(spec)
@@ -181,6 +207,9 @@ def count_command(
                     if k in ("n_params", "counted", "measured", "measured_status", "verified",
                              "finding", "seconds")}
         result["validation"] = check
+        if hidden_state and check["output"] != "hidden":
+            result["validation_hidden"] = certify.validate(cfg, seed=seed, tokens=tokens,
+                                                           progress=progress, output="hidden")
     if as_json:
         print_json(result)
     else:
@@ -195,5 +224,8 @@ def count_command(
                 print(f"numerical        functional_dim of the shrunk transformers model (hidden "
                       f"state): {num['measured']} ({num['measured_status']}) vs counted "
                       f"{num['counted']}, {num['seconds']:.1f} s (a cross-check, not a proof)")
-    if check is not None and not check["verified"]:
+            if "validation_hidden" in result:
+                print("\n".join(_validation_lines(result["validation_hidden"])))
+    checks = [c for c in (check, result.get("validation_hidden")) if c is not None]
+    if any(not c["verified"] for c in checks):
         raise typer.Exit(EXIT_AMBIGUOUS)

@@ -3,7 +3,8 @@ dimension proved (docs/models.md#validation-count-validate).
 
 `shrunk_config` scales a config down without creating directions of its own (vocabulary
 above the hidden width + 2, the position table cut to the t tokens used, the head structure
-kept); `validate` converts it (`convert.from_config`), certifies its dimension
+kept); `validate` converts it (`native_network`: the logits, or `output="hidden"` the base
+model's last hidden state), certifies its dimension
 (`neuromanifold_dim(method="certified")`: a ball-arithmetic lower bound set against
 n_params - rank_p(registry tangents)) and compares it with the rules' count of the same shrunk
 model (`hf.count`, plus `logits_rules` for the logits the native network outputs), and with the
@@ -15,6 +16,8 @@ behind the full-size count.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+
 from ..core.checks import bad_value, check_int, check_seed
 from . import convert, hf
 
@@ -238,25 +241,48 @@ def registry_rules(arch) -> dict:
     return out
 
 
-def full_size(config: dict, tokens: int = SHRINK["tokens"]) -> dict:
-    """`registry_rules` of the full-size converted network of `config` on `tokens` tokens (the
-    layout alone: no weights), with the parameters of transformers' model class built on the
-    meta device (`model_class_parameters`, None without transformers)."""
+OUTPUTS = ("logits", "hidden")
+
+
+def native_network(config: dict, tokens: int, output: str | None = None):
+    """The converted native network of `config` on `tokens` tokens with `output`: 'logits'
+    (the causal-LM model, `convert.from_config`), 'hidden' (the base model's last hidden state,
+    after the final norm: the same network with `hidden_output`, its embedding untied, read at
+    the input only, and no logits map; tests/models/test_convert.py checks it equals
+    transformers' base model), or None for the converter's own (BERT: hidden, else logits)."""
     arch = convert.from_config(config, tokens)
+    if output is None or output == ("hidden" if arch.hidden_output else "logits"):
+        return arch
+    if output not in OUTPUTS:
+        raise bad_value("output", "'logits' or 'hidden'", output, "Pass output='hidden' for the "
+                        "last hidden state, 'logits' for the logits.")
+    if arch.hidden_output:
+        raise bad_value("output", "'hidden' for bert (BertModel has no logits)", output,
+                        "Pass output='hidden' or leave it out.")
+    return replace(arch, hidden_output=True, tied=False)
+
+
+def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None = None) -> dict:
+    """`registry_rules` of the full-size converted network of `config` on `tokens` tokens (the
+    layout alone: no weights) for `output` (`native_network`: logits by default, BERT's hidden
+    state), with the parameters of transformers' model class built on the meta device
+    (`model_class_parameters`, None without transformers)."""
+    arch = native_network(config, tokens, output)
     out = registry_rules(arch)
     out["architecture"] = str(arch)
     out["tied"] = arch.tied
     out["tokens"] = tokens
-    out["model_class_parameters"] = (model_class_parameters(config) if hf.have_transformers()
-                                     else None)
+    out["model_class_parameters"] = (model_class_parameters(config, out["output"])
+                                     if hf.have_transformers() else None)
     return out
 
 
-def model_class_parameters(config: dict) -> int:
-    """Parameters of transformers' causal-LM class of `config` (the logits' model), built on the
-    meta device (no memory, no download); a tied table counted once."""
+def model_class_parameters(config: dict, output: str = "logits") -> int:
+    """Parameters of transformers' model class of `config` for `output`: the causal-LM class
+    (the logits), or the base model (AutoModel: the last hidden state), built on the meta
+    device (no memory, no download); a tied table counted once."""
     import torch  # noqa: PLC0415
-    from transformers import AutoConfig, AutoModelForCausalLM  # noqa: PLC0415
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM  # noqa: PLC0415
 
     fields = {k: v for k, v in config.items()
               if k not in ("model_type", "architectures", "auto_map", "torch_dtype", "dtype",
@@ -264,7 +290,7 @@ def model_class_parameters(config: dict) -> int:
     try:
         cfg = AutoConfig.for_model(config["model_type"], **fields)
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(cfg)
+            model = (AutoModel if output == "hidden" else AutoModelForCausalLM).from_config(cfg)
     except (TypeError, ValueError, KeyError) as exc:  # transformers' own checks of the fields
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise bad_value("config", f"fields that transformers accepts for {config['model_type']}",
@@ -296,26 +322,26 @@ def registry_count(arch, families: dict[str, int]) -> dict:
 
 
 def validate(config: dict, *, seed: int = 0, progress=None, precision: int | None = None,
-             **shrink) -> dict:
+             output: str | None = None, **shrink) -> dict:
     """Shrink `config`, convert it, certify its dimension and compare with the counts.
 
-    `verified` only when the dimension is certified and equals the rules' count of the same
-    output (logits: the native network's output); otherwise `finding` says why, with the
-    families behind a difference. Refuses (InputError) a model type the converter does not
-    know, in one line."""
+    `output`: the network's output (`native_network`: 'logits', 'hidden', or None for the
+    converter's own: BERT's hidden state, every other family's logits). `verified` only when
+    the dimension is certified and equals the rules' count of the same output; otherwise
+    `finding` says why, with the families behind a difference. Refuses (InputError) a model
+    type the converter does not know, in one line."""
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
     seed = check_seed(seed)
     shrink = {**FAMILY_SHRINK.get(config.get("model_type"), {}), **shrink}
     small_cfg, notes = shrunk_config(config, **shrink)
     tokens = shrink.get("tokens", SHRINK["tokens"])
-    arch = convert.from_config(small_cfg, tokens)
+    arch = native_network(small_cfg, tokens, output)
     t0 = time.perf_counter()
     result = neuromanifold_dim(arch, method="certified", seed=seed, progress=progress,
                                precision=precision)
     seconds = time.perf_counter() - t0
     families = dict(result.symmetries or {})
-    # BERT converts to its last hidden state (`hidden_output`), every other family to logits
     output = "hidden" if arch.hidden_output else "logits"
     registry = registry_count(arch, families)
     rules = None

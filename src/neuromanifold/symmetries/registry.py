@@ -462,16 +462,16 @@ _MOVES_OUTPUT_BIAS = ("output bias", "input shift", "stream", "shift", "at the e
 
 
 def _bert_unproved(name: str, arch: Architecture) -> bool | None:
-    """For a network with BERT's options (post-norm blocks, an embedding norm, token types, the
-    hidden state as output): True for a family not built and proved for them (only the families
-    acting inside one sub-layer, whose output they keep exactly whatever surrounds it, the
-    embedding's moves and the post-norm families, docs/decoder_features.md#post-norm-blocks-bert,
-    are); for a post-norm family, whether an embedding scale breaks it (they are built for norm
-    biases, groups and a missing b_o); None otherwise (the other guards decide)."""
-    bert = (arch.post_norm or arch.embed_norm or arch.token_types is not None
-            or arch.hidden_output)
+    """For a network with BERT's options (post-norm blocks, an embedding norm, token types):
+    True for a family not built and proved for them (only the families acting inside one
+    sub-layer, whose output they keep exactly whatever surrounds it, the embedding's moves and
+    the post-norm families, docs/decoder_features.md#post-norm-blocks-bert, are); for a
+    post-norm family, whether an embedding scale breaks it (they are built for norm biases,
+    groups and a missing b_o). Without them, the hidden state as output is judged by
+    `_hidden_unproved`; None otherwise (the other guards decide)."""
+    bert = arch.post_norm or arch.embed_norm or arch.token_types is not None
     if not bert:
-        return None
+        return _hidden_unproved(name, arch)
     if name not in _BERT_PROVED:
         return True
     if name in _POST_NORM_NAMES:
@@ -486,6 +486,41 @@ _BERT_PROVED = ("embedding shift into positions", "per-head GL(a) on (Q, K)", "r
                 "per-head rescaling", "gqa head mixing", "softmax query bias",
                 "value bias beside output bias", "QK-norm gain balance", "MLP neuron rescaling",
                 "grouped key sums")
+
+
+def _hidden_unproved(name: str, arch: Architecture) -> bool | None:
+    """For a network without BERT's options whose output is its last hidden state
+    (`hidden_output`: a pre-norm decoder's base model, after its final norm): True for every
+    family not in `_HIDDEN_PROVED` (a family added to the registry stays out until it is listed
+    there with its reason, docs/decoder_features.md#the-last-hidden-state-as-output); None
+    otherwise (the other guards decide)."""
+    if not arch.hidden_output:
+        return None
+    return True if name not in _HIDDEN_PROVED else None
+
+
+# The families that keep a pre-norm network's last hidden state (the final norm's output, or
+# the last block's stream without one) exactly: those acting inside one attention or MLP
+# sub-layer (they keep its output whatever surrounds it); a block's own norms and their readers
+# (g_i, n_i and their biases c_i, cn_i; `catalogue._gains` never lists the final norm f); the
+# embedding shift into positions (E^T X + T unchanged); and the shifts of a residual stream
+# along 1 behind layernorms, which the final layernorm (read as the output) ignores as every
+# block's does (the family needs a final norm). With layernorm biases, a block norm's mean
+# directions and bias taken back by its readers' biases (lnbias's two families, built on
+# `catalogue._gains`: g_i, n_i, never f) are local to the block too. Not listed, so left out: every family that moves
+# the output side, whose proof needs a reader after the last block to take a change back: the
+# stream's rotations behind norms and its basis at the embedding and logits (the final norm's
+# output R x is not undone), the final norm gain (absorbed by L, absent here), the ends of a
+# stream without a residual, the bias shifts into readers (the last layer's reach the output).
+_HIDDEN_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
+                  "per-head GL(v) on (W, O)", "per-head rescaling", "gqa head mixing",
+                  "head mixing", "grouped key sums", "softmax query bias",
+                  "softmax query bias on unrotated coordinates", "value bias beside output bias",
+                  "QK-norm gain balance", "shared QK-norm gain balance",
+                  "QK-norm per-head rescaling", "QK layernorm shifts", "MLP neuron rescaling",
+                  "norm gain rescaling", "gain and bias rescaling", "layernorm mean directions",
+                  "embedding shift into positions", "stream shifts behind layernorm",
+                  "layernorm means with reader biases", "layernorm bias into readers' biases")
 
 
 _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
