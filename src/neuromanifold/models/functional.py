@@ -151,14 +151,10 @@ def math_attention():
             mha.set_fastpath_enabled(previous)
 
 
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
 def _prepare(batch, dev: torch.device, name: str = "inputs") -> tuple:
     """Inputs as a tuple of tensors on `dev`, floating ones in float64."""
     out = []
-    for x in _as_tuple(batch):
+    for x in (tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)):
         if not isinstance(x, torch.Tensor):
             raise bad_type(name, "a tensor, a tuple of tensors, or a callable inputs(n, generator) "
                            "returning them", type(x).__name__,
