@@ -23,14 +23,6 @@ def config_from_options(config: Optional[str], model_type: Optional[str]) -> tup
     return hf.load_config(config), str(config)
 
 
-def spec_from_options(config: Optional[str], model_type: Optional[str]):
-    """The Spec of a config.json path, or of a shipped config (exactly one of the two)."""
-    from ..models import hf  # noqa: PLC0415
-
-    cfg, source = config_from_options(config, model_type)
-    return hf.read_config(cfg, source=source)
-
-
 def _class_check(result: dict) -> str:
     """Whether the model class built on the meta device has the result's n_params."""
     built = result.get("model_class_parameters")

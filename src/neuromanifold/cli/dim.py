@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..core.checks import check_seed
+from ..core.checks import bad_value, check_seed
 from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, check_timeout,
                      print_json, print_stopped, stderr_progress, text_width, time_limit)
 
@@ -134,15 +134,11 @@ def dim(
             "hidden-output": (hidden_output, False), "shared-norm": (shared_norm, False),
             "qk-norm-shared": (qk_norm_shared, False)}
     if hf_config is not None or shrink is not None:
-        from ..core.checks import bad_value  # noqa: PLC0415
-
         for name, (value, default) in real.items():
             if value != default:
                 raise bad_value(name, "left out with --hf-config (the shrunk model's "
                                 "architecture comes from the config)", value, f"Drop --{name}.")
         if backend == "dask":
-            from ..core.checks import bad_value  # noqa: PLC0415
-
             raise bad_value("backend", "'local' with --hf-config", backend,
                             "Drop --backend dask: shrunk Hugging Face models run on this machine.")
         from .hfdim import check_hf_options, hf_dim  # noqa: PLC0415
@@ -163,8 +159,6 @@ def dim(
             print_stopped("dim", timeout, as_json, {"hf_config": hf_config, "shrink": shrink})
             raise typer.Exit(EXIT_AMBIGUOUS) from None
     if widths is None or keys is None:
-        from ..core.checks import bad_value  # noqa: PLC0415
-
         raise bad_value("widths", "given with --keys (or --hf-config CONFIG.json --shrink ...)",
                         widths, "Pass e.g. --widths 3,3,3 --keys 2,2.")
     arch = build_block_architecture(widths, keys, tokens, attention, temperature, heads=heads,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..core.checks import bad_value, check_int, check_seed
+from ..core.checks import bad_value, check_seed
 from ..io.outputs import staged_files
 from .common import check_output_files, err
 

@@ -166,13 +166,6 @@ def causal_mask(t: int) -> np.ndarray:
     return np.triu(np.ones((t, t), dtype=np.int64))
 
 
-def head_value(blocks: dict[str, torch.Tensor], layer: int, head: int) -> torch.Tensor:
-    """V_{i,h}: the unfactored value matrix, or O_{i,h} W_{i,h}."""
-    if f"V_{layer}_{head}" in blocks:
-        return blocks[f"V_{layer}_{head}"]
-    return blocks[f"O_{layer}_{head}"] @ blocks[f"W_{layer}_{head}"]
-
-
 def _einsum(spec: str, *operands):
     """torch.einsum on tensors; numpy's einsum on object arrays (python-flint polynomials)."""
     if isinstance(operands[0], np.ndarray):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ResourceError
 from .checks import bad_value
 
 MAX_WIDTH = 100_000          # any d_i or a_i

@@ -169,7 +169,7 @@ def _gauge(F: Callable, n: int, p: int, rng: random.Random):
     return free, w0
 
 
-def _gauge_fixed(F: Callable, n: int, free: list[int], w0: list[int], p: int):
+def _gauge_fixed(F: Callable, free: list[int], w0: list[int], p: int):
     """(ring with r variables, the gauge-fixed outputs G(w) as nmod_mpoly)."""
     ctx = _poly_ring(len(free), p)
     gens = ctx.gens()
@@ -187,7 +187,7 @@ def _one_run(F: Callable, n: int, dimension: int, p: int, seed: int, run: int, d
     if len(free) != dimension:
         return DegreeRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                          f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
-    ctx, G = _gauge_fixed(F, n, free, w0, p)
+    ctx, G = _gauge_fixed(F, free, w0, p)
     names = ctx.names()
     r = dimension
     # r random affine forms of the M outputs: sum_j c_ij G_j(w) - b_i

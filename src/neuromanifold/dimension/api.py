@@ -29,7 +29,7 @@ from ..core.scheduler import check_backend
 from ..core.rank import MIN_GAP_DECADES
 from .plan import (certified_plan, checked_numerical_plan, cuda_available, exact_plan,
                    numerical_plan)
-from .result import DimensionResult, Progress
+from .result import AmbiguousRankWarning, DimensionResult, Progress
 
 # A numerical rank of a non-polynomial network (softmax, blocks) whose singular-value gap is
 # below this many decades (or ambiguous) is escalated to the certified path by method `auto`
@@ -274,8 +274,6 @@ def _warned(result: DimensionResult) -> DimensionResult:
     if result.status != "settled":
         import warnings  # noqa: PLC0415
 
-        from .result import AmbiguousRankWarning  # noqa: PLC0415
-
         warnings.warn(f"numerical rank {result.dimension} is {result.status}: "
                       + "; ".join(result.notes), AmbiguousRankWarning, stacklevel=3)
     return result
@@ -315,8 +313,6 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
                             "Ball arithmetic runs on the CPU; drop --device.")
         return certified_dim(arch, samples=samples, **options)
     import warnings  # noqa: PLC0415
-
-    from .result import AmbiguousRankWarning  # noqa: PLC0415
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AmbiguousRankWarning)

@@ -27,15 +27,13 @@ from .memory import (BALL_DEFAULT_PRECISION, LOCAL_WORKERS, MemoryEstimate,
                      dask_worker_estimate, eliminates, exact_estimate, local_cluster_estimate,
                      numerical_estimate)
 
-ENGINES = ("numerical", "dask", "exact", "certified")
-
 
 @dataclass(frozen=True)
 class Plan:
-    """What an engine will run: `engine` (`ENGINES`), `route` (the engine's way of reading the
-    rank, e.g. "full" or "eliminate" for the numerical engine), `samples` (the first N, or the
-    N the caller fixed), `estimate` (the predicted peak, with its parts) and whether `check`
-    has compared it with a budget."""
+    """What an engine will run: `engine` (numerical, dask, exact or certified), `route` (the
+    engine's way of reading the rank, e.g. "full" or "eliminate" for the numerical engine),
+    `samples` (the first N, or the N the caller fixed), `estimate` (the predicted peak, with its
+    parts) and whether `check` has compared it with a budget."""
 
     engine: str
     route: str

@@ -83,10 +83,6 @@ def _random_point(rng, low: int = -9, high: int = 10) -> list[int]:
     return span_coordinates(A, V)
 
 
-def _monomials(degree: int) -> list[tuple[int, ...]]:
-    return [c for c in itertools.combinations_with_replacement(range(N_COORDS), degree)]
-
-
 def _evaluate_monomial(point: list[int], mono: tuple[int, ...]) -> int:
     out = 1
     for i in mono:
@@ -103,7 +99,7 @@ def defining_polynomial(seed: int = 0, max_degree: int = 6) -> tuple[sympy.Expr,
     """
     rng = seeded_rng(seed, "figure1-interpolation")
     for degree in range(1, max_degree + 1):
-        monos = _monomials(degree)
+        monos = list(itertools.combinations_with_replacement(range(N_COORDS), degree))
         points = [_random_point(rng) for _ in range(len(monos) + 12)]
         rows = [[_evaluate_monomial(p, m) for m in monos] for p in points]
         kernel = nullspace_rational(rows)

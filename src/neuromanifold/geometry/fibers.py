@@ -156,12 +156,6 @@ def exact_identity(arch: Architecture, evaluate, n_points: int, seed: int
     return same, (failure if same else 0.0), same and zero
 
 
-def exact_outputs(arch: Architecture, weights: LayerWeights, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """phi_W(X) in exact rational arithmetic (lightning only), via the one network map `forward`."""
-    rational = rational_weights(weights)
-    return [forward(arch, rational, X) for X in inputs]
-
-
 @dataclass
 class FiberResult(Tabulated):
     """Whether two weight sets define the same function, and the group element relating them.
@@ -589,4 +583,4 @@ def canonical_distance(a: LayerWeights, b: LayerWeights) -> float:
 
 
 __all__ = ["FiberResult", "apply_witness", "canonical_distance", "canonical_form", "find_witness",
-           "random_fiber_point", "same_function", "is_integral", "exact_outputs"]
+           "random_fiber_point", "same_function", "is_integral"]

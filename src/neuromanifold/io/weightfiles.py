@@ -457,10 +457,6 @@ def read_network_file(path: str | Path, *, tokens: int = 3, attention: str = "li
                                     ("MLP biases", arch.mlp_bias),
                                     ("a gated MLP (G_i)", arch.mlp_kind == "gated")) if on]
     if not arch.is_block:  # one head, plain, no MLP, no norm: the paper's model exactly
-        import torch  # noqa: PLC0415
-
-        from ..core.parameters import LayerWeights  # noqa: PLC0415
-
         layers = range(1, arch.n_layers + 1)
         point = LayerWeights(*(tuple(torch.from_numpy(blocks[f"{m}_{i}_1"]) for i in layers)
                                for m in "QKV"))

@@ -40,7 +40,7 @@ from ..dimension.numerical import resolve_device, say_device
 from ..core.rank import MIN_GAP_DECADES, numerical_rank, rank_rule, singular_values
 from ..dimension.result import AmbiguousRankWarning, DimensionResult, Progress
 from ..dimension.verdict import numerical_verdict, unsettled_message
-from ..errors import ComputationError
+from ..errors import ComputationError, ResourceError
 
 # Bytes one chunk of Jacobian columns (or rows) may use for its outputs.
 _CHUNK_BYTES = 256 * 2 ** 20
@@ -151,14 +151,10 @@ def math_attention():
             mha.set_fastpath_enabled(previous)
 
 
-def _as_tuple(x) -> tuple:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
-
-
 def _prepare(batch, dev: torch.device, name: str = "inputs") -> tuple:
     """Inputs as a tuple of tensors on `dev`, floating ones in float64."""
     out = []
-    for x in _as_tuple(batch):
+    for x in (tuple(batch) if isinstance(batch, (tuple, list)) else (batch,)):
         if not isinstance(x, torch.Tensor):
             raise bad_type(name, "a tensor, a tuple of tensors, or a callable inputs(n, generator) "
                            "returning them", type(x).__name__,
@@ -259,7 +255,6 @@ def _check_jacobian_memory(n: int, rows_per_sample: int, n_params: int) -> None:
     """Refuse, with the estimate, N samples whose Jacobian rows do not fit in memory (80% of
     the available memory): the rows, their stacked copy and the triangular factor."""
     from ..dimension.memory import available_memory, format_bytes, resolve_budget  # noqa: PLC0415
-    from ..errors import ResourceError  # noqa: PLC0415
 
     rows = n * rows_per_sample
     peak = 2 * rows * n_params * 8 + min(rows, n_params) * n_params * 8

@@ -61,11 +61,6 @@ class Spec:
     gated_mlp: bool
     extra: dict  # remaining config fields, passed on when a model is built
 
-    @property
-    def groups(self) -> int:
-        """Key/value groups: heads sharing one key and one value projection (GQA)."""
-        return self.kv_heads
-
 
 def _field(cfg: dict, names, what: str, source: str):
     for name in names:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..core.checks import METHODS, bad_value, check_int, check_seed
+from ..core.checks import METHODS, bad_value, check_choice, check_int, check_seed
 from ..core.limits import check_jobs
 from .grid import Grid, estimated_cost, item_architecture, item_key, load_grid
 from .items import compute_item, error_row, timeout_row
@@ -49,7 +49,6 @@ def sweep(grid: Grid | str | os.PathLike, db: str | os.PathLike, *, jobs: int = 
     `max_memory` is each item's memory budget (`dimension.memory`); an item whose estimated peak
     exceeds it is stored with status `refused`.
     """
-    from ..core.checks import check_choice  # noqa: PLC0415
     from ..core.scheduler import check_backend  # noqa: PLC0415
 
     backend = check_backend(backend, scheduler)

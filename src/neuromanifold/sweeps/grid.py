@@ -120,7 +120,7 @@ def _int_tuples(source: str, name: str, value: object, min_length: int, example:
     out = []
     for entry in entries:
         if isinstance(entry, dict):
-            out.extend(_range_tuples(source, name, entry, min_length, example))
+            out.extend(_range_tuples(source, name, entry, min_length))
             if len(out) > MAX_GRID_ITEMS:
                 raise _grid_error(source, name, f"range forms with at most {MAX_GRID_ITEMS} tuples in all",
                                   f"more than {len(out)}", "Narrow `range` or list fewer `values`.")
@@ -135,7 +135,7 @@ def _int_tuples(source: str, name: str, value: object, min_length: int, example:
     return out
 
 
-def _range_tuples(source: str, name: str, table: dict, min_length: int, example: str) -> list[tuple]:
+def _range_tuples(source: str, name: str, table: dict, min_length: int) -> list[tuple]:
     offset = 1 if name == "widths" else 0
     unknown = sorted(set(table) - {"layers", "range", "values"})
     fix = f"Write e.g. {name} = {{layers = [2, 3], range = [2, 6]}}."

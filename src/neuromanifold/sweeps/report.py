@@ -10,7 +10,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from ..core.formulas import NO_FORMULA
+from ..core.formulas import NO_FORMULA, general
 from ..core.checks import bad_value
 from ..core.limits import check_output_folder
 from ..dimension.result import SETTLED_STATUSES
@@ -91,7 +91,6 @@ def _general_value(r: dict) -> int | None:
     if r["attention"] != "lightning" or not plain:
         return None
     from ..core.architecture import Architecture  # noqa: PLC0415
-    from ..core.formulas import general  # noqa: PLC0415
 
     def ints(text) -> tuple[int, ...]:
         return tuple(int(x) for x in str(text).split(","))

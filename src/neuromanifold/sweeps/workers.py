@@ -24,7 +24,6 @@ def _die_with_parent(parent_pid: int) -> None:
     a daemon thread also polls the parent's pid and exits when the worker has been re-parented.
     """
     import ctypes  # noqa: PLC0415
-    import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import threading  # noqa: PLC0415
