@@ -59,3 +59,14 @@ def test_sparse_product_is_matmul_mod():
     mm = peel.sparse_fp_ops(p).mm
     for A, B in ((unit, dense), (dense, diag), (dense.T, unit), (dense, dense.T)):
         assert torch.equal(mm(A, B), matmul_mod(A, B, p))
+
+
+def test_a_remainder_too_large_is_refused(monkeypatch):
+    """BERT's post-norm families leave a dense remainder; past MAX_REMAINDER_ENTRIES it is
+    refused (ComputationError naming the families), never ranked in part."""
+    from neuromanifold.errors import ComputationError
+
+    arch = _shrunk("bert", 2, 2, 2, 3)
+    monkeypatch.setattr(peel, "MAX_REMAINDER_ENTRIES", 100)
+    with pytest.raises(ComputationError, match="post-norm readers' means"):
+        peel.catalogue_rank(arch)
