@@ -272,6 +272,28 @@ def test_independence_ladder_and_logits_rules():
     assert logits["count"] - hidden["count"] == spec.vocab * d - d - d * (d - 1) // 2
 
 
+def test_independence_at_the_real_head_width(capsys):
+    """Llama-3.2-1B's own head width 64 (2 layers of 2 query heads sharing one key/value head,
+    hidden 128, MLP width 16; 128,000 parameters): the tangents' rank over F_p equals the
+    counted symmetry, 8,864 (docs/models.md#independence-at-the-real-head-width; about 5 s)."""
+    cfg = hf.shipped_config("llama")
+    size = certify.real_width_size(cfg)
+    assert size == (2, 2, 64, 16)
+    [row] = certify.independence(cfg, ladder=(size,))
+    assert (row["hidden"], row["n_params"], row["tangent_rank"], row["counted_symmetry"],
+            row["independent"]) == (128, 128_000, 8_864, 8_864, True)
+    assert certify.real_width_size(hf.shipped_config("gemma"))[1:3] == (1, 256)
+    assert main(["count", "--model-type", "llama"]) == 0
+    assert "; certified at the real head width 64 (2 layers of 2 heads, hidden 128" in \
+        capsys.readouterr().out.split("evidence         ")[1]
+    assert "not shown at the real head width 64" in certify.real_width_evidence(
+        hf.shipped_config("gpt2"))
+    other = {**cfg, "tie_word_embeddings": False}        # untied: the stream's rotations too
+    assert "measured only for the shipped llama config" in certify.real_width_evidence(other)
+    assert main(["count", "--model-type", "llama", "--real-width"]) == 2
+    assert "--validate" in capsys.readouterr().err
+
+
 def test_count_validate_cli_and_unsupported_types(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(hf.shipped_config("qwen2")))

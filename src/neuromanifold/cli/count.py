@@ -56,6 +56,8 @@ def _table(result: dict) -> str:
     lines.append(f"symmetry dims    {result['symmetry_total']:,} (attention: "
                  f"{result['attention_redundancy']:,})")
     lines.append(f"count            {result['count']:,}  [{result['label']}: {result['label_why']}]")
+    if result.get("evidence"):
+        lines.append(f"evidence         {result['evidence']}")
     logits = result.get("logits")
     if logits is not None:
         changes = ", ".join(f"{r['rule']}: {r['total']:,}" for r in logits.get("changes", []))
@@ -84,6 +86,8 @@ def _registry_table(result: dict) -> str:
         "functional dimension where they are independent, checked on shrunk models "
         "(count --validate), not at this size]" if result["count"] is not None
         else f"not counted: {result['why']}"))
+    if result.get("evidence") and result["count"] is not None:
+        lines.append(f"evidence         {result['evidence']}")
     hidden = result.get("hidden")
     if hidden is not None:
         lines.append(_hidden_line(result, hidden))
@@ -153,6 +157,9 @@ def count_command(
                                       "certify the shrunk model's last hidden state (the base "
                                       "model's output, no logits) and compare with its count; "
                                       "about doubles the time."),
+    real_width: bool = typer.Option(False, "--real-width", help="With --validate: also check "
+                                    "the families' independence over F_p at the config's own "
+                                    "head width (2 layers; seconds to minutes)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
@@ -161,7 +168,8 @@ def count_command(
     if seed is not None:
         check_seed(seed)
     for name, value in (("tokens", tokens), ("seed", seed), ("numerical", numerical or None),
-                        ("hidden-state", hidden_state or None)):
+                        ("hidden-state", hidden_state or None),
+                        ("real-width", real_width or None)):
         if value is not None and not validate:
             raise bad_value(name, "given only with --validate (the count itself draws nothing)",
                             value, f"Add --validate to certify a shrunk model, or drop --{name}.")
@@ -185,13 +193,15 @@ def count_command(
         result["logits"] = certify.rules_count(spec, "logits", tied)
         result["model_class_parameters"] = (hf.model_parameters(spec) if hf.have_transformers()
                                             else None)
+    result["evidence"] = certify.real_width_evidence(cfg)
     check = None
     if validate:
         progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
         check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
         if ruled or check["rules"].get("count") is not None:
-            check["independence"] = certify.independence(cfg, seed=seed,
-                                                         ladder=certify.QUICK_LADDER)
+            ladder = certify.QUICK_LADDER + ((certify.real_width_size(cfg),) if real_width
+                                             else ())
+            check["independence"] = certify.independence(cfg, seed=seed, ladder=ladder)
         if ruled:
             if numerical:
                 check["numerical"] = {k: v for k, v in hf.validate(

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 
 from ..core.checks import bad_value, check_int, check_seed
+from ..errors import InputError
 from . import convert, hf
 
 # The shrunk model (docs/models.md#validation-count-validate): 2 layers of 2 heads of width 2
@@ -387,19 +388,78 @@ _SHOWN = ("model_type", "hidden_size", "n_embd", "num_attention_heads", "n_head"
 
 
 # Sizes at which `independence` checks the families' tangents, growing toward the real model:
-# (layers, heads, head_dim, intermediate).
-# Measured (mistral, 2 cores): 0.1 s, 0.5 s and 47 s; the real head widths (64 to 256) put the
-# tangent matrix past what the F_p rank does in minutes, so they are not reached yet.
+# (layers, heads, head_dim, intermediate). The rank is read family by family
+# (`dimension.peel`: the same rank as the dense one, `ball_dual.block_upper_bound`).
 LADDER = ((2, 2, 2, 3), (2, 2, 4, 6), (2, 4, 8, 16))
 QUICK_LADDER = LADDER[:2]
+# The smallest network at the real head width
+# (docs/models.md#independence-at-the-real-head-width): 2 layers (the families between layers
+# present), MLP width 16, the vocabulary hidden + 3; 2 heads (the key/value grouping kept), one
+# where two take too long: the untied logits' stream rotations (hidden (hidden - 1) / 2
+# tangents, each touching every block) of Mistral and Phi-3, and Gemma's heads of width 256
+# (GL(v): 65,536 tangents a group and layer).
+REAL_HEADS = {"mistral": 1, "phi3": 1, "gemma": 1}
+REAL_INTERMEDIATE = 16
+# The families whose counted symmetry `independence` has shown equal to the tangents' rank at
+# `real_width_size` (docs/models.md#independence-at-the-real-head-width, measured by
+# scripts/real_width_table.py; tests/models/test_hf.py recomputes Llama's). Not reached: BERT
+# (its post-norm families share every block with the heads' GL(a) and GL(v), which leaves a
+# dense remainder of 34,764 x 157,984 at width 64); GPT-2's rank is below its rules' count, and
+# Falcon and GPT-NeoX have no count (layernorm biases).
+REAL_WIDTH_REACHED = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma")
+
+
+def real_width_size(config: dict) -> tuple[int, int, int, int]:
+    """(layers, heads, head_dim, intermediate) of the smallest network `independence` checks
+    at `config`'s own head width (`head_dim`, or hidden / heads)."""
+    H, _ = _heads(config)
+    width = config.get("head_dim") or next(config[k] for k in _FIELDS["hidden"] if k in config) // H
+    return 2, REAL_HEADS.get(config.get("model_type"), 2), width, REAL_INTERMEDIATE
+
+
+def _real_width_network(config: dict) -> str | None:
+    """The converted network `independence` checks at the real head width (its description
+    without the numbers no tangent reads: the rotary base, the norms' eps, the temperature), or
+    None where the config does not shrink or convert."""
+    layers, heads, width, inter = real_width_size(config)
+    try:
+        cfg, _ = shrunk_config(config, layers=layers, heads=heads, head_dim=width,
+                               intermediate=inter, tokens=SHRINK["tokens"])
+        return " ".join(word for word in str(convert.from_config(cfg, SHRINK["tokens"])).split()
+                        if not word.startswith(("rope_base=", "norm_eps=", "temperature=")))
+    except InputError:
+        return None
+
+
+def real_width_evidence(config: dict) -> str:
+    """What is shown of the counted families' independence for `config` (the line `count`
+    prints under the count): at the real head width only where the network checked there is
+    the one measured for the shipped config of its family (`REAL_WIDTH_REACHED`)."""
+    layers, heads, width, inter = real_width_size(config)
+    mt = config.get("model_type")
+    small = "independence of the counted families: count --validate checks it over F_p at hidden 4 and 8"
+    where = "docs/models.md#independence-at-the-real-head-width"
+    if mt not in REAL_WIDTH_REACHED:
+        return f"{small}; not shown at the real head width {width} ({where})"
+    network = _real_width_network(config)
+    if network is None or network != _real_width_network(hf.shipped_config(mt)):
+        return (f"{small}, count --validate --real-width at the real head width {width}; "
+                f"measured only for the shipped {mt} config ({where})")
+    return (f"{small}; certified at the real head width {width} ({layers} layers of {heads} "
+            f"head{'s' if heads > 1 else ''}, hidden {heads * width}, MLP width {inter}: "
+            f"tangent rank = counted symmetry; count --validate --real-width recomputes it, "
+            f"{where}); not at this size")
 
 
 def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -> list[dict]:
-    """At each size of `ladder`: the rank over F_p of every registry family's tangents at a
-    random point (`ball_dual.block_upper_bound`) against the sum of the rules' counts (the
-    converted network's output: logits, BERT's last hidden state). Equal means the counted families are independent there: n_params - rank is then
-    the count, an upper bound on the dimension (the families being symmetries)."""
-    from ..dimension.ball_dual import block_upper_bound  # noqa: PLC0415
+    """At each size of `ladder` ((layers, heads, head_dim, intermediate); `real_width_size`
+    gives the one at the real head width): the rank over F_p of every registry family's
+    tangents at a random point (`peel.catalogue_rank`, the point of
+    `ball_dual.block_upper_bound`) against the sum of the rules' counts (the converted
+    network's output: logits, BERT's last hidden state). Equal means the counted families are
+    independent there: n_params - rank is then the count, an upper bound on the dimension (the
+    families being symmetries)."""
+    from ..dimension.peel import catalogue_rank  # noqa: PLC0415
 
     say = progress or (lambda _m: None)
     rows = []
@@ -408,9 +468,9 @@ def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -
                                intermediate=inter, tokens=SHRINK["tokens"])
         arch = convert.from_config(cfg, SHRINK["tokens"])
         t0 = time.perf_counter()
-        upper, families = block_upper_bound(arch, seed)
+        ranked = catalogue_rank(arch, seed)
+        rank = ranked.rank
         seconds = time.perf_counter() - t0
-        rank = arch.n_params - upper
         counted = None
         if cfg.get("model_type") in hf.MODEL_TYPES:
             rules = rules_count(shrunk_spec_of(cfg), "hidden" if arch.hidden_output else "logits",
@@ -421,7 +481,8 @@ def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -
             counted = rules.get("symmetry")
         row = {"layers": layers, "heads": heads, "head_dim": head_dim, "hidden": heads * head_dim,
                "n_params": arch.n_params, "tangent_rank": rank, "counted_symmetry": counted,
-               "independent": counted is not None and rank == counted, "seconds": seconds}
+               "independent": counted is not None and rank == counted, "seconds": seconds,
+               "tangents": ranked.rows}
         say(f"independence at hidden {row['hidden']}, head_dim {head_dim}: rank {rank}, "
             f"counted {counted} ({seconds:.1f} s)")
         rows.append(row)

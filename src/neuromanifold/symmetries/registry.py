@@ -705,14 +705,21 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
     for fam in CATALOGUE:
         tangents: list[dict] = []
         if fam.applies(arch):
-            if fam.at_layer is None:
-                fam.build(arch, blocks, ops, zero, tangents.append)
-            else:
-                for i in range(1, arch.n_layers + 1):
-                    if fam.at_layer(arch, i):
-                        fam.build(arch, blocks, ops, i, zero, tangents.append)
+            build_family(fam, arch, blocks, ops, zero, tangents.append)
         out.append((fam.name, tangents))
     return out
+
+
+def build_family(fam: Family, arch: Architecture, blocks: dict[str, torch.Tensor],
+                 ops: TangentOps, zero: dict[str, torch.Tensor], put) -> None:
+    """Every tangent of the catalogue family `fam` (which applies to `arch`) at `blocks`,
+    handed to `put` one at a time ({block name: direction}), in the order of its rows."""
+    if fam.at_layer is None:
+        fam.build(arch, blocks, ops, zero, put)
+        return
+    for i in range(1, arch.n_layers + 1):
+        if fam.at_layer(arch, i):
+            fam.build(arch, blocks, ops, i, zero, put)
 
 
 def tangent_rows(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
