@@ -254,8 +254,10 @@ def registry_rules(arch) -> dict:
     every family the registry splits off (`families_for`), its proved generic count
     (`Family.count`) or, where none is proved, the count written in `_WRITTEN` (named as
     such). `count` is None, with `why`, where a family has neither, or where the registry
-    leaves out families for the network's options (layernorm biases: `upper` is then
-    n_params minus the families it has, an upper bound where they are independent)."""
+    leaves out families for the network's options (layernorm biases off a residual stream of
+    pre-norm blocks, `_norm_bias_covered`: `upper` is then n_params minus the families it has,
+    an upper bound where they are independent). Directions two counted families share
+    (`_value_mean_overlap`) are added back as a negative part."""
     from ..symmetries.registry import families_for  # noqa: PLC0415
 
     parts, unknown = [], []

@@ -38,7 +38,9 @@ sequential and parallel blocks), the input stream's shift into layer 1's biases 
 embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
 embeddings, QK-norm and final-norm gains, layernorm shifts and norm rotations at the ends of
 a stream without a residual (10', 12'), and with layernorm biases the mean directions taken back
-by the readers' biases (9') and each norm's bias shifted into them (17'''').
+by the readers' biases (9') and each norm's bias shifted into them (17''''), a norm's bias
+beside bias-free readers (9''), the final gain with its bias (8'') and a parallel block's two
+output biases traded (17''''').
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
