@@ -21,9 +21,6 @@ from neuromanifold.models import certify, convert, hf
 DOC = Path(__file__).resolve().parents[1] / "docs" / "models.md"
 BEGIN, END = "<!-- models_table: begin -->", "<!-- models_table: end -->"
 QUICK = ("llama", "mistral", "qwen2", "gemma", "qwen3", "phi3")
-# The independence ladder of a family whose shrink needs other sizes: GPT-NeoX's partial rotary
-# needs heads of width 4 (one head at hidden 4, two at hidden 8).
-LADDERS = {"gpt_neox": ((2, 1, 4, 3), (2, 2, 4, 6))}
 HEADER = ("| family (shipped config) | shrunk native network (logits; bert: hidden state) | parameters | counted | "
           "registry | certified | verdict | independence over F_p (hidden: rank = counted) | "
           "full-size count (hidden state / logits) | time |\n|---|---|---|---|---|---|---|---|---|---|")
@@ -38,7 +35,7 @@ def _ladder(rows: list[dict]) -> str:
 def row(model_type: str, ladder=certify.QUICK_LADDER) -> tuple[str, str]:
     """(the row without its time cell, the time cell) of one shipped family."""
     cfg = hf.shipped_config(model_type)
-    ladder = LADDERS.get(model_type, ladder)
+    ladder = certify.FAMILY_LADDER.get(model_type, ladder)
     v = certify.validate(cfg)
     proved = (str(v["certified"]) + " certified" if v["status"] == "certified"
               else f"{v['lower_bound']} <= dim <= {v['upper_bound']} ({v['status']})")

@@ -308,6 +308,17 @@ def test_count_validate_qwen3_verified(capsys):
         (32, 32, True), (80, 80, True)]
 
 
+@pytest.mark.parametrize("model_type,numbers", [("falcon", "parameters 204, counted 162"),
+                                                 ("gpt_neox", "parameters 358, counted 195")])
+def test_count_validate_layernorm_bias_families_verified(model_type, numbers, capsys):
+    """Shrunk Falcon (one shared norm, multi-query, tied) and GPT-NeoX (one head of width 4,
+    partial rotary, its own independence ladder) certify at their registry count: `verified`."""
+    assert main(["count", "--model-type", model_type, "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert numbers in out and "verdict          verified: certified == counted" in out
+    assert out.count(": independent") == 2
+
+
 def test_models_table_rows_are_recomputed():
     """docs/models.md's `count --validate` table: the rows of the RMSNorm families (llama,
     mistral, qwen2, gemma, qwen3, phi3: about 16 s on 2 cores) recomputed, all but the time;

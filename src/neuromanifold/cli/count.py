@@ -173,7 +173,7 @@ def count_command(
         check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
         if ruled or check["rules"].get("count") is not None:
             check["independence"] = certify.independence(cfg, seed=seed,
-                                                         ladder=certify.QUICK_LADDER)
+                                                         ladder=certify.quick_ladder(cfg))
         if ruled:
             if numerical:
                 check["numerical"] = {k: v for k, v in hf.validate(

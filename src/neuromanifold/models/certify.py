@@ -30,6 +30,10 @@ SHRINK = {"layers": 2, "heads": 2, "head_dim": 2, "intermediate": 3, "tokens": 3
 # measured beyond every symmetry, Falcon 4 directions at V = 7, 1 at 8, none at 9 and 10;
 # GPT-NeoX 15 at 7, 9 at 9, 3 at 11, none at 12 to 30.
 FAMILY_SHRINK = {"gpt_neox": {"heads": 1, "vocab": 12}, "falcon": {"vocab": 9}}
+# The quick independence ladder of a family whose shrink needs other sizes (layers, heads,
+# head_dim, intermediate): GPT-NeoX's partial rotary needs heads of width 4 (one head at
+# hidden 4, two at hidden 8).
+FAMILY_LADDER = {"gpt_neox": ((2, 1, 4, 3), (2, 2, 4, 6))}
 # Config fields of each size, every spelling the converted families use.
 _FIELDS = {"hidden": ("n_embd", "hidden_size"), "heads": ("n_head", "num_attention_heads"),
            "layers": ("n_layer", "num_hidden_layers"),
@@ -436,6 +440,11 @@ _SHOWN = ("model_type", "hidden_size", "n_embd", "num_attention_heads", "n_head"
 # tangent matrix past what the F_p rank does in minutes, so they are not reached yet.
 LADDER = ((2, 2, 2, 3), (2, 2, 4, 6), (2, 4, 8, 16))
 QUICK_LADDER = LADDER[:2]
+
+
+def quick_ladder(config: dict) -> tuple:
+    """The quick independence ladder of `config`'s family (`FAMILY_LADDER`, else QUICK_LADDER)."""
+    return FAMILY_LADDER.get(config.get("model_type"), QUICK_LADDER)
 
 
 def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -> list[dict]:
