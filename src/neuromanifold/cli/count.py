@@ -91,7 +91,9 @@ def _registry_table(result: dict) -> str:
                  + ("tied: for RMSNorm pre-norm models the logits rules add nothing to the hidden "
                     "state's families)" if result["tied"] else
                     "untied: the logits add the V d parameters of L and the families 'final norm "
-                    "gain' and 'stream rotations behind norms')"))
+                    "gain' and 'stream rotations behind norms', or with layernorm biases 'final "
+                    "norm gain and bias', the final norm's 'layernorm bias beside bias-free "
+                    "readers' and 'stream rotations with norm biases')"))
     lines.append("rules            docs/models.md#families-counted-through-the-registry")
     return "\n".join(lines)
 
