@@ -35,6 +35,7 @@ def _ladder(rows: list[dict]) -> str:
 def row(model_type: str, ladder=certify.QUICK_LADDER) -> tuple[str, str]:
     """(the row without its time cell, the time cell) of one shipped family."""
     cfg = hf.shipped_config(model_type)
+    ladder = certify.FAMILY_LADDER.get(model_type, ladder)
     v = certify.validate(cfg)
     proved = (str(v["certified"]) + " certified" if v["status"] == "certified"
               else f"{v['lower_bound']} <= dim <= {v['upper_bound']} ({v['status']})")
@@ -84,8 +85,8 @@ def unfinished_row(model_type: str, limit: float) -> str:
     return (f"| {model_type} ({source}) | `{arch}` | {arch.n_params} | "
             + ("not counted" if counted["count"] is None else f"{counted['count']} (registry)")
             + f" | {upper} | not finished: dim <= {upper} | not verified | no count | "
-            + ("not counted (registry lacks the layernorm-bias families)" if arch.norm_bias
-               else "see `count`") + " | "
+            + ("not counted (registry lacks the layernorm-bias families)"
+               if counted["count"] is None and arch.norm_bias else "see `count`") + " | "
             f"> {limit:.0f} s (stopped) |")
 
 

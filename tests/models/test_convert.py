@@ -213,8 +213,9 @@ TINY = {"falcon": {"model_type": "falcon", "hidden_size": 4, "num_attention_head
                                               ("phi3", (120, 103, "certified")),
                                               ("falcon", (120, 81, "lower-bound"))])
 def test_tiny_converted_networks_read_honestly(family, expected):
-    """Tiny converted Qwen3 and Phi-3 certify at their float rank; Falcon's layernorm biases
-    leave the norm families out, so its bound stays open above the float rank (lower-bound)."""
+    """Tiny converted Qwen3 and Phi-3 certify at their float rank; tiny Falcon's bound stays open
+    above the float rank (lower-bound): at vocabulary 6 (hidden + 2) its shrink leaves
+    directions of its own beside the layernorm-bias families."""
     import warnings
 
     from neuromanifold.dimension.api import neuromanifold_dim

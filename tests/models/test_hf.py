@@ -309,22 +309,26 @@ def test_count_validate_cli_and_unsupported_types(tmp_path, capsys):
 def test_converted_families_counted_through_the_registry(capsys):
     """qwen3 and phi3: the registry's proved counts (and the written ones where it proves none)
     on the full-size converted network; the parameters equal transformers' causal-LM class on
-    the meta device; falcon and gpt_neox (layernorm biases: norm families left out of the
-    registry) are not counted, never a number."""
-    expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_821_079_552, 3_806_365_184)}
+    the meta device; falcon and gpt_neox (layernorm biases) through the registry's layernorm-bias
+    families (docs/decoder_features.md#parallel-blocks-and-the-final-norm-with-norm-biases)."""
+    expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_821_079_552, 3_806_365_184),
+                "falcon": (6_921_720_704, 6_920_569_728), "gpt_neox": (70_426_624, 69_879_417)}
     for mt, (n, count) in expected.items():
         size = certify.full_size(hf.shipped_config(mt))
         assert (size["n_params"], size["count"], size["output"]) == (n, count, "logits")
         if hf.have_transformers():
             assert size["model_class_parameters"] == n
-    for mt in ("falcon", "gpt_neox"):
-        size = certify.full_size(hf.shipped_config(mt))
-        assert size["count"] is None and "layernorm biases" in size["why"]
-        assert main(["count", "--model-type", mt]) == 0
-        assert "not counted: the registry leaves out" in capsys.readouterr().out
-    # GPT-NeoX is certified shrunk to one head of width 4 (`FAMILY_SHRINK`): 318 parameters.
+    assert main(["count", "--model-type", "falcon"]) == 0
+    assert "count            6,920,569,728" in capsys.readouterr().out
+    # Without a residual the norm families' bias versions are not all written: not counted.
+    from neuromanifold.core.architecture import Architecture
+
+    out = certify.registry_rules(Architecture((4, 4), 2, 3, "softmax", norm="layernorm",
+                                              norm_bias=True, bias=True, vocab=7))
+    assert out["count"] is None and "layernorm biases" in out["why"]
+    # GPT-NeoX is certified shrunk to one head of width 4 and vocabulary 12 (`FAMILY_SHRINK`).
     small, _ = certify.shrunk_config(hf.shipped_config("gpt_neox"), **certify.FAMILY_SHRINK["gpt_neox"])
-    assert convert.from_config(small, certify.SHRINK["tokens"]).n_params == 318
+    assert convert.from_config(small, certify.SHRINK["tokens"]).n_params == 358
     # A family with neither a proved nor a written count makes the count say so.
     small, _ = certify.shrunk_config(hf.shipped_config("phi3"))
     arch = convert.from_config(small, 1)  # one token: the one-token softmax, no count written
@@ -340,6 +344,17 @@ def test_count_validate_qwen3_verified(capsys):
     rows = certify.independence(hf.shipped_config("qwen3"), ladder=certify.QUICK_LADDER)
     assert [(r["tangent_rank"], r["counted_symmetry"], r["independent"]) for r in rows] == [
         (32, 32, True), (80, 80, True)]
+
+
+@pytest.mark.parametrize("model_type,numbers", [("falcon", "parameters 204, counted 162"),
+                                                 ("gpt_neox", "parameters 358, counted 195")])
+def test_count_validate_layernorm_bias_families_verified(model_type, numbers, capsys):
+    """Shrunk Falcon (one shared norm, multi-query, tied) and GPT-NeoX (one head of width 4,
+    partial rotary, its own independence ladder) certify at their registry count: `verified`."""
+    assert main(["count", "--model-type", model_type, "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert numbers in out and "verdict          verified: certified == counted" in out
+    assert out.count(": independent") == 2
 
 
 def test_models_table_rows_are_recomputed():

@@ -199,8 +199,8 @@ def count_command(
         progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
         check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
         if ruled or check["rules"].get("count") is not None:
-            ladder = certify.QUICK_LADDER + ((certify.real_width_size(cfg),) if real_width
-                                             else ())
+            ladder = certify.quick_ladder(cfg) + ((certify.real_width_size(cfg),) if real_width
+                                                  else ())
             check["independence"] = certify.independence(cfg, seed=seed, ladder=ladder)
         if ruled:
             if numerical:

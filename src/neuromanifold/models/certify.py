@@ -28,7 +28,16 @@ SHRINK = {"layers": 2, "heads": 2, "head_dim": 2, "intermediate": 3, "tokens": 3
 # Smaller shrinks where the default one takes too long: GPT-NeoX's partial rotary needs heads of
 # width 4, so 2 heads give hidden 8 (950 parameters: not certified in 19 minutes); one head of
 # width 4 keeps it ungrouped (318 parameters, 265 s).
-FAMILY_SHRINK = {"gpt_neox": {"heads": 1}}
+# Parallel blocks need a larger vocabulary: layer 1's MLP reads the normed token embedding
+# alone (rotary positions add nothing to the stream), a function on the V tokens, so a small V
+# bounds what it can write and the map loses rank of its own (docs/models.md#validation-count-validate):
+# measured beyond every symmetry, Falcon 4 directions at V = 7, 1 at 8, none at 9 and 10;
+# GPT-NeoX 15 at 7, 9 at 9, 3 at 11, none at 12 to 30.
+FAMILY_SHRINK = {"gpt_neox": {"heads": 1, "vocab": 12}, "falcon": {"vocab": 9}}
+# The quick independence ladder of a family whose shrink needs other sizes (layers, heads,
+# head_dim, intermediate): GPT-NeoX's partial rotary needs heads of width 4 (one head at
+# hidden 4, two at hidden 8).
+FAMILY_LADDER = {"gpt_neox": ((2, 1, 4, 3), (2, 2, 4, 6))}
 # Config fields of each size, every spelling the converted families use.
 _FIELDS = {"hidden": ("n_embd", "hidden_size"), "heads": ("n_head", "num_attention_heads"),
            "layers": ("n_layer", "num_hidden_layers"),
@@ -198,7 +207,54 @@ _WRITTEN = {
                    else None),
         "x -> R x keeps every RMSNorm's statistic and every reader (the untied logits among "
         "them) absorbs R: hidden (hidden - 1) / 2"),
+    # Layernorm biases (Falcon, GPT-NeoX: docs/models.md, "Families counted through the registry").
+    "stream rotations with norm biases": (
+        lambda a: (((d - 1) * (d - 2) if a.norm == "layernorm" else d * (d - 1)) // 2
+                   if (d := _stream_width(a)) else None),
+        "x -> R x with R 1 = 1 keeps every layernorm's statistic (RMSNorm's for every R); the "
+        "readers absorb R and each norm's bias turns with it: (hidden - 1) (hidden - 2) / 2"),
+    "stream shifts behind layernorm": (
+        lambda a: _writer_columns(a),
+        "every writer of the stream plus 1 x^T (a column of ones), untied E + x 1^T (a row): "
+        "one per column of every writer and per token row of E, distinct entries"),
+    "gain and bias rescaling": (
+        lambda a: (_norm_widths(a) if not a.post_norm and _stream_width(a) else None),
+        "each pre-norm's gain and bias entry k times c, column k of its readers / c: hidden per "
+        "norm, two norms per layer (one when the parallel block shares it)"),
 }
+
+
+def _writer_columns(arch) -> int:
+    """The columns of every block writing the residual stream through its rows (T, the heads'
+    value outputs O or unfactored V with their biases bv, bo_i, U_i, bu_i) and, untied, the
+    token rows of E."""
+    writers = ("T", "O_", "V_", "bo_", "U_", "bu_") + (("bv_",) if arch.values is None else ())
+    columns = sum(shape[1] for name, shape, _ in arch.param_layout()
+                  if name == "T" or name.startswith(writers[1:]))
+    return columns + (arch.vocab if arch.vocab is not None and not arch.tied else 0)
+
+
+def _norm_widths(arch) -> int:
+    """The widths of the pre-norms: g_i and, with an MLP of its own norm, n_i."""
+    return sum(d_in + (d_out if m > 0 and not arch.shared_norm else 0) for d_in, d_out, m in
+               zip(arch.widths[:-1], arch.widths[1:], arch.mlp_widths))
+
+
+def _value_mean_overlap(arch, names: set[str]) -> int | None:
+    """Directions two counted families share: where a head's value output O_h is onto the stream
+    (value width = hidden, one head of width hidden as in the shrunk GPT-NeoX), the mean direction
+    of its W_h along x with O_h x = 1 (`layernorm means with reader biases`) is per-head GL(v) by
+    x a^T (a^T W_h = (1/g)^T) plus the stream's shifts of O_h's columns and of bo_i and the value
+    bias beside the output bias along x: one per such head. None where it is not written
+    (key/value groups)."""
+    needed = {"layernorm means with reader biases", "per-head GL(v) on (W, O)",
+              "stream shifts behind layernorm", "value bias beside output bias"}
+    if not needed <= names or arch.values is None:
+        return 0
+    heads = sum(H for H, v, d in zip(arch.head_counts, arch.values, arch.widths[1:]) if v >= d)
+    if heads and arch.kv_heads is not None and arch.kv_heads != arch.head_counts:
+        return None
+    return heads
 
 
 def registry_rules(arch) -> dict:
@@ -206,8 +262,10 @@ def registry_rules(arch) -> dict:
     every family the registry splits off (`families_for`), its proved generic count
     (`Family.count`) or, where none is proved, the count written in `_WRITTEN` (named as
     such). `count` is None, with `why`, where a family has neither, or where the registry
-    leaves out families for the network's options (layernorm biases: `upper` is then
-    n_params minus the families it has, an upper bound where they are independent)."""
+    leaves out families for the network's options (layernorm biases off a residual stream of
+    pre-norm blocks, `_norm_bias_covered`: `upper` is then n_params minus the families it has,
+    an upper bound where they are independent). Directions two counted families share
+    (`_value_mean_overlap`) are added back as a negative part."""
     from ..symmetries.registry import families_for  # noqa: PLC0415
 
     parts, unknown = [], []
@@ -222,11 +280,19 @@ def registry_rules(arch) -> dict:
             unknown.append(fam.name)
         else:
             parts.append({"rule": fam.name, "total": value, "how": "written rule", "why": why})
+    overlap = _value_mean_overlap(arch, {p["rule"] for p in parts})
+    if overlap is None:
+        unknown.append("the overlap of the value outputs' means (key/value groups)")
+    elif overlap:
+        parts.append({"rule": "overlap: a value output onto the stream (means in GL(v), shifts)",
+                      "total": -overlap, "how": "written rule",
+                      "why": "one mean direction per head whose O_h is onto the stream is already "
+                             "among GL(v), the stream's shifts and the value bias beside bo_i"})
     symmetry = sum(p["total"] for p in parts)
     out = {"n_params": arch.n_params, "symmetry": symmetry, "rules": parts,
            "output": "hidden" if arch.hidden_output else "logits", "count": None,
            "source": "registry"}
-    if arch.norm_bias:        # the bigger gap first: families missing, not only their counts
+    if arch.norm_bias and not _norm_bias_covered(arch):   # families missing, not only counts
         out["why"] = ("the registry leaves out some of its norm and stream families for layernorm "
                       "biases (rotations, unseen directions, the final gain)")
         if unknown:
@@ -240,6 +306,14 @@ def registry_rules(arch) -> dict:
     else:
         out["count"] = arch.n_params - symmetry
     return out
+
+
+def _norm_bias_covered(arch) -> bool:
+    """Whether the registry has the layernorm-bias families of `arch`: pre-norm blocks on a
+    residual stream (Falcon, GPT-NeoX: gains with biases, means, bias shifts, the final gain
+    and bias, rotations and shifts of the stream); not without a residual (the unseen
+    directions and rotations through a norm) nor post-norm blocks."""
+    return arch.residual and not arch.post_norm and not arch.embed_norm
 
 
 OUTPUTS = ("logits", "hidden")
@@ -449,6 +523,11 @@ def real_width_evidence(config: dict) -> str:
             f"head{'s' if heads > 1 else ''}, hidden {heads * width}, MLP width {inter}: "
             f"tangent rank = counted symmetry; count --validate --real-width recomputes it, "
             f"{where}); not at this size")
+
+
+def quick_ladder(config: dict) -> tuple:
+    """The quick independence ladder of `config`'s family (`FAMILY_LADDER`, else QUICK_LADDER)."""
+    return FAMILY_LADDER.get(config.get("model_type"), QUICK_LADDER)
 
 
 def independence(config: dict, *, seed: int = 0, ladder=LADDER, progress=None) -> list[dict]:

@@ -38,7 +38,9 @@ sequential and parallel blocks), the input stream's shift into layer 1's biases 
 embedding's shift into the positions (17''), the stream's basis, rotations and shifts with
 embeddings, QK-norm and final-norm gains, layernorm shifts and norm rotations at the ends of
 a stream without a residual (10', 12'), and with layernorm biases the mean directions taken back
-by the readers' biases (9') and each norm's bias shifted into them (17'''').
+by the readers' biases (9') and each norm's bias shifted into them (17''''), a norm's bias
+beside bias-free readers (9''), the final gain with its bias (8'') and a parallel block's two
+output biases traded (17''''').
 
 The tangents are computed with an `ops` object (float torch, or residues mod p), so the same
 code serves the numerical split and the exact upper bound.
@@ -1092,7 +1094,9 @@ def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
     G rmsnorm(Z) (layernorm too when G 1 = 1), so a reader R of D N(Z) (D = diag(gain)) becomes
     R D G^-1 D^-1, every writer (E -> E G^T, T, the heads' value outputs, U) G times itself, and
     the logits L -> L G^-1 (L F G^-1 F^-1 behind a final norm; tied: E G^T G = E, needing no
-    final norm). Tangents at G = I + e X, X antisymmetric (X 1 = 0 for layernorm)."""
+    final norm). Tangents at G = I + e X, X antisymmetric (X 1 = 0 for layernorm). With norm
+    biases (norm_bias) each norm's bias c -> D G D^-1 c too: R D G^-1 D^-1 then reads
+    D G N(Z) + D G D^-1 c as R read D N(Z) + c (family *stream rotations with norm biases*)."""
     d = arch.widths[0]
     writers, readers = _stream_blocks(arch, blocks)
     if not arch.tied:
@@ -1121,7 +1125,15 @@ def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
                 inner = X if gain is None else ops.mm(ops.mm(conjugators[gain][0], X),
                                                       conjugators[gain][1])
                 plus(name, ops.neg(ops.mm(blocks[name], inner)))
+            if arch.norm_bias:
+                for gain, (D, D_inv) in conjugators.items():
+                    kind, sep, layer = gain.partition("_")
+                    bias = _NORM_BIASES[kind] + sep + layer
+                    plus(bias, ops.mm(ops.mm(ops.mm(D, X), D_inv), blocks[bias]))
             put(parts)
+
+
+_NORM_BIASES = {"g": "c", "n": "cn", "f": "cf"}     # the bias added after each norm gain
 
 
 def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
@@ -1509,3 +1521,76 @@ def norm_bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
     at norms whose readers all have a bias."""
     for _, bias, readers in _biased_gains(arch, blocks, i):
         _shift_route(blocks, zero, ops, bias, readers, "", put)
+
+
+# Parallel blocks and the final norm with layernorm biases (Falcon, GPT-NeoX): a norm whose
+# readers lack biases, the final norm's gain with its bias, the parallel block's two output
+# biases, the stream's rotations moving every norm's bias
+# (docs/decoder_features.md#parallel-blocks-and-the-final-norm-with-norm-biases).
+
+def _bias_free_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str, list[str]]]:
+    """(gain, its bias, readers) of every pre-norm with some reader without a bias (Falcon's
+    heads and MLP without biases), and of the final norm read by untied logits L (no bias)."""
+    sites = [(gain, bias, readers) for i in range(1, arch.n_layers + 1)
+             for gain, bias, readers in _biased_gains(arch, blocks, i)
+             if readers and any(_reader_bias(blocks, name) is None for name in readers)]
+    if _final_norm_read_by_logits(arch):
+        sites.append(("f", "cf", ["L"]))
+    return sites
+
+
+def _final_norm_read_by_logits(arch: Architecture) -> bool:
+    """A final norm read by untied logits L and by nothing else."""
+    return (arch.final_norm and arch.vocab is not None and not arch.tied
+            and not arch.hidden_output)
+
+
+def bias_free_mean_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                            put) -> None:
+    """9''. a layernorm's bias beside readers without biases: readers see R (g * n + c) with
+    1^T n = 0, so c -> c + s e_k with s = (1/g)^T c and every reader R -> R - R e_k (1/g)^T
+    change R y by -R e_k (1/g)^T c + s R e_k = 0 (first order). Times prod_j g_j the tangent is
+    an integer polynomial (c: s prod g in entry k; R: column j of -R e_k prod_{l != j} g_l):
+    one per entry of c."""
+    for gain, bias, readers in _bias_free_sites(arch, blocks):
+        row = _products_but_one(blocks[gain][:, 0], ops)               # prod g / g_j
+        s = ops.mm(row.reshape(1, -1), blocks[bias])                    # prod g (1/g)^T c
+        for k in range(blocks[bias].shape[0]):
+            parts = {bias: zero[bias].clone()}
+            parts[bias][k] = s[0]
+            for name in readers:
+                parts[name] = ops.neg(ops.mm(blocks[name][:, k:k + 1].contiguous(),
+                                             row.reshape(1, -1)))
+            put(parts)
+
+
+def final_gain_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero: dict,
+                             put) -> None:
+    """8''. the final norm's gain with its bias (untied logits): L reads f * N(Z) + cf, that is
+    sum_k L[:, k] (f_k N_k + cf_k), so f_k -> a f_k, cf_k -> a cf_k, column k of L / a."""
+    for k in range(blocks["f"].shape[0]):
+        parts = {"f": zero["f"].clone(), "cf": zero["cf"].clone(), "L": zero["L"].clone()}
+        parts["f"][k] = blocks["f"][k]
+        parts["cf"][k] = blocks["cf"][k]
+        parts["L"][:, k] = ops.neg(blocks["L"][:, k])
+        put(parts)
+
+
+def parallel_output_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, i: int,
+                                  zero: dict, put) -> None:
+    """17'''''. a parallel block's two output biases: Z -> Z + att_i(Z) + mlp_i(Z) adds bo_i and
+    bu_i to the same sum, so bo_i + x, bu_i - x leave it unchanged. x = e_r, one per entry; with
+    layernorm x = e_r - e_{d-1} (r < d - 1) only: x = 1 is the difference of two shifts along 1,
+    which every layernorm ignores (left to the stream's shifts, where they apply)."""
+    if f"bo_{i}" not in blocks or f"bu_{i}" not in blocks:
+        return
+    d = blocks[f"bo_{i}"].shape[0]
+    layernorm = arch.norm == "layernorm"
+    for r in range(d - 1 if layernorm else d):
+        bo, bu = zero[f"bo_{i}"].clone(), zero[f"bu_{i}"].clone()
+        bo[r] = 1
+        bu[r] = ops.neg(torch.ones_like(bu[r]))
+        if layernorm:
+            bo[d - 1] = ops.neg(torch.ones_like(bo[d - 1]))
+            bu[d - 1] = 1
+        put({f"bo_{i}": bo, f"bu_{i}": bu})

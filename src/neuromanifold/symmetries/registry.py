@@ -655,6 +655,60 @@ _GROUPED_PROVED += tuple(f.name for f in _NORM_BIAS_FAMILIES)   # readers per gr
 FAMILIES = FAMILIES + _NORM_BIAS_FAMILIES
 
 
+# Parallel blocks and the final norm with layernorm biases (Falcon, GPT-NeoX): a norm whose
+# readers lack biases, the final gain with its bias, a parallel block's two output biases, the
+# stream's rotations moving the norms' biases (docs/decoder_features.md#parallel-blocks-and-the-final-norm-with-norm-biases).
+_PARALLEL_BIAS = "docs/decoder_features.md#parallel-blocks-and-the-final-norm-with-norm-biases"
+
+
+def _final_read_by_logits(arch: Architecture) -> bool:
+    return arch.final_norm and arch.vocab is not None and not arch.tied and not arch.hidden_output
+
+
+def _bias_free_mean_count(arch: Architecture) -> int:
+    """The width of every pre-norm with a reader without a bias, and of a final norm read by
+    untied logits: each tangent moves its own entry of the norm's bias by prod_j g_j (1/g)^T c,
+    non-zero at a generic point, hence independent."""
+    widths = [d for d, readers in _norm_reader_sites(arch)
+              if readers and not all(biased for _, biased in readers)]
+    return sum(widths) + (arch.widths[-1] if _final_read_by_logits(arch) else 0)
+
+
+def _parallel_output_bias_count(arch: Architecture) -> int:
+    """d_i per parallel layer with both output biases (bo_i, bu_i), d_i - 1 with layernorm (x
+    over a basis of the complement of 1): x -> (x, -x) is injective, hence independent."""
+    drop = int(arch.norm == "layernorm")
+    return sum(d - drop for d, m in zip(arch.widths[1:], arch.mlp_widths) if m > 0)
+
+
+_PARALLEL_BIAS_FAMILIES = (
+    Family("layernorm bias beside bias-free readers", False, _pre_layernorm_bias, _PARALLEL_BIAS,
+           build=c.bias_free_mean_tangents, generic_count=_bias_free_mean_count),
+    Family("final norm gain and bias", False,
+           lambda a: (a.norm != "none" and a.norm_bias and not a.post_norm
+                      and _final_read_by_logits(a)), _PARALLEL_BIAS,
+           build=c.final_gain_bias_tangents, generic_count=lambda a: a.widths[-1]),
+    Family("parallel output bias trade", False,
+           lambda a: (a.parallel and a.norm != "none" and a.norm_bias and not a.post_norm
+                      and a.bias and a.out_bias and a.mlp_bias), _PARALLEL_BIAS,
+           at_layer=lambda a, i: a.mlp_widths[i - 1] > 0, build=c.parallel_output_bias_tangents,
+           generic_count=_parallel_output_bias_count),
+    # The construction of `stream rotations behind norms`, moving each norm's bias with norm_bias.
+    Family("stream rotations with norm biases", False,
+           lambda a: (a.vocab is not None and a.residual and a.norm != "none" and a.norm_bias
+                      and not a.post_norm and not a.embed_norm and not (a.tied and a.final_norm)
+                      and _plain_decoder(a)), _PARALLEL_BIAS,
+           build=c.stream_rotation_tangents),
+)
+_PARALLEL_BIAS_NAMES = tuple(f.name for f in _PARALLEL_BIAS_FAMILIES)
+_NORM_BIAS_PROVED += _PARALLEL_BIAS_NAMES
+_GROUPED_PROVED += _PARALLEL_BIAS_NAMES        # readers per group as stored
+# One shared norm: its readers (`catalogue._gains`) are the heads' and the MLP's; the bias
+# families of a norm are local to it and its readers (docs/decoder_features.md).
+_SHARED_NORM_PROVED += _PARALLEL_BIAS_NAMES + ("gain and bias rescaling",)
+FAMILIES = FAMILIES + _PARALLEL_BIAS_FAMILIES
+
+
 FAMILIES = tuple(replace(f, applies=lambda a, f=f: f.applies(a) and not _unproved_with(f.name, a))
                  if not f.paper else f for f in FAMILIES)
 _BY_NAME = {family.name: family for family in FAMILIES}
