@@ -346,7 +346,7 @@ def test_count_validate_qwen3_verified(capsys):
         (32, 32, True), (80, 80, True)]
 
 
-@pytest.mark.parametrize("model_type,numbers", [("falcon", "parameters 204, counted 162"),
+@pytest.mark.parametrize("model_type,numbers", [("falcon", "parameters 216, counted 174"),
                                                  ("gpt_neox", "parameters 358, counted 195")])
 def test_count_validate_layernorm_bias_families_verified(model_type, numbers, capsys):
     """Shrunk Falcon (one shared norm, multi-query, tied) and GPT-NeoX (one head of width 4,

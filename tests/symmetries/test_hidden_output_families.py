@@ -29,7 +29,8 @@ ALLOWED = {"per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head G
            "QK-norm per-head rescaling", "QK layernorm shifts", "MLP neuron rescaling",
            "norm gain rescaling", "gain and bias rescaling", "layernorm mean directions",
            "embedding shift into positions", "stream shifts behind layernorm",
-           "layernorm means with reader biases", "layernorm bias into readers' biases"}
+           "layernorm means with reader biases", "layernorm bias into readers' biases",
+           "layernorm bias beside bias-free readers", "parallel output bias trade"}
 EXCLUDED = ("stream rotations behind norms", "stream basis at the embedding and logits",
             "final norm gain")
 
@@ -51,6 +52,11 @@ NETWORKS = {
     "gpt_neox": dict(keys=4, heads=1, values=4, mlp=3, activation="gelu", norm="layernorm",
                      norm_bias=True, bias=True, mlp_bias=True, positions="rope", rope_pairs=1,
                      parallel=True, **SOFTMAX),
+    # parallel blocks under one shared layernorm with biases, every linear layer biased:
+    # the two output biases trade
+    "falcon-biases": dict(keys=2, heads=2, kv_heads=1, values=2, mlp=3, activation="gelu",
+                          norm="layernorm", norm_bias=True, bias=True, mlp_bias=True,
+                          positions="rope", parallel=True, shared_norm=True, **SOFTMAX),
     # learned positions, layernorm without biases, q/k/v/o biases, ReLU MLP
     "learned": dict(keys=2, heads=2, values=2, mlp=3, activation="relu", norm="layernorm",
                     bias=True, mlp_bias=True, positions="learned", **SOFTMAX),

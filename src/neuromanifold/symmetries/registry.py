@@ -520,7 +520,12 @@ _HIDDEN_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
                   "QK-norm per-head rescaling", "QK layernorm shifts", "MLP neuron rescaling",
                   "norm gain rescaling", "gain and bias rescaling", "layernorm mean directions",
                   "embedding shift into positions", "stream shifts behind layernorm",
-                  "layernorm means with reader biases", "layernorm bias into readers' biases")
+                  "layernorm means with reader biases", "layernorm bias into readers' biases",
+                  # parfam's block-local families: a block norm's bias beside its bias-free
+                  # readers (the final norm's site needs logits: `_final_read_by_logits` is
+                  # False with hidden_output) and a parallel block's two output biases (their
+                  # sum reaches the stream, b_o + x + b_u - x)
+                  "layernorm bias beside bias-free readers", "parallel output bias trade")
 
 
 _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
