@@ -21,6 +21,14 @@ move few columns, B[S, :]^{-1} dB[S, :] (a column subset, then an invertible cha
 row rank there is one on C). The result is then block diagonal in small pieces (connected
 components of rows and columns), each ranked by flint.
 
+Where the rest is over MAX_REMAINDER_ENTRIES, a family F is eliminated instead (`_eliminate`):
+on pivot columns S of blocks the others share, F[:, S] square and invertible (GL(a) on the
+query blocks: X itself in the action's coordinates, after every family's entries on those
+blocks are changed to them alike, the whole block: y = v_S B_S^{-1}, z = v_R - y B_R on a
+line v), every other row t becomes t - t_S F[:, S]^{-1} F, zero on S. Row operations keep the
+rank, and F alone touches S now, so rank T = |F| + rank of the changed others; the peeling
+resumes on them. The others gain entries on F's other blocks (fill-in, kept sparse).
+
 The tangents are built by the catalogue's own constructions (`registry.build_family`), over
 F_p with a product that skips the zeros of a sparse factor (`sparse_fp_ops`: the same residues
 as `fp_dual.fp_ops`), and kept as their non-zero entries.
@@ -28,6 +36,7 @@ as `fp_dual.fp_ops`), and kept as their non-zero entries.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 
@@ -129,16 +138,11 @@ def _coordinates(block: torch.Tensor, rows: np.ndarray, pos: np.ndarray, vals: n
     action (module docstring), or None where that change does not apply (a vector, a block
     without an invertible square part, tangents moving as many rows as columns)."""
     a, n = block.shape
-    if a == 1 or n == 1:
+    left = _side(block, rows, pos)      # True: dB = X B, rows of X B read through B_S
+    if left is None:
         return None
     pos = pos.astype(np.int64)
     i, j = pos // n, pos % n
-    sample = slice(0, _SAMPLE)           # the first tangents say which side they act on
-    moved_rows = len(np.unique(rows[sample] * a + i[sample]))
-    moved_cols = len(np.unique(rows[sample] * n + j[sample]))
-    left = moved_rows < moved_cols and a <= n     # dB = X B: rows of X B, read through B_S
-    if not left and not (moved_cols < moved_rows and a >= n):
-        return None
     B = block.numpy() if left else block.numpy().T
     k = B.shape[0]                                 # the square part: k x k on the first columns
     inv = inverse_mod_p(B[:, :k], p)
@@ -246,13 +250,14 @@ _PIECE_SEARCH = 2 ** 18
 
 def _side(block: torch.Tensor, rows: np.ndarray, pos: np.ndarray) -> bool | None:
     """True where a family's tangents on `block` act on the left (dB = X B: few rows moved, a
-    wide block), False on the right (a tall block), None for neither (`_coordinates`' test)."""
+    wide block), False on the right (a tall block), None for neither (`_coordinates` reads
+    its blocks by it)."""
     a, n = block.shape
     if a == 1 or n == 1:
         return None
     pos = pos.astype(np.int64)
     i, j = pos // n, pos % n
-    sample = slice(0, _SAMPLE)
+    sample = slice(0, _SAMPLE)           # the first tangents say which side they act on
     moved_rows = len(np.unique(rows[sample] * a + i[sample]))
     moved_cols = len(np.unique(rows[sample] * n + j[sample]))
     if moved_rows < moved_cols and a <= n:
@@ -396,7 +401,9 @@ def _pivot_inverse(fam: _Family, chosen: dict, sizes: dict, p: int):
         rr, pos, vv = fam.entries[name]
         col = at[pos]
         keep = col >= 0
-        r.append(rr[keep]), s.append(col[keep]), v.append(vv[keep].astype(np.int64))
+        r.append(rr[keep])
+        s.append(col[keep])
+        v.append(vv[keep].astype(np.int64))
     r, s, v = (np.concatenate(x) for x in (r, s, v))
     width = np.zeros(offset, dtype=np.int64)      # per pivot column: its piece's size,
     row_base = np.zeros(offset, dtype=np.int64)   # where its rows start in `rows_of`,
@@ -505,7 +512,9 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
                     r, pos, v = g.entries[name]
                     col = at[pos]
                     hit = col >= 0
-                    gr.append(r[hit]), gc.append(col[hit]), gt.append(v[hit])
+                    gr.append(r[hit])
+                    gc.append(col[hit])
+                    gt.append(v[hit])
                     g.entries[name] = (r[~hit], pos[~hit], v[~hit])
             if not gr or not sum(map(len, gr)):
                 continue
@@ -518,7 +527,7 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
                     continue
                 cuts = np.r_[0, np.searchsorted(cum, np.arange(_CHUNK, cum[-1], _CHUNK)), len(n)]
                 acc = [g.entries.get(name, (np.zeros(0, np.int64),) * 3)]
-                for lo, hi in zip(cuts[:-1], cuts[1:]):
+                for lo, hi in itertools.pairwise(cuts):
                     k = n[lo:hi]
                     if not k.sum():
                         continue
