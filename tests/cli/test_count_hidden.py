@@ -24,7 +24,8 @@ def test_count_prints_the_hidden_state_count(capsys):
         592_234_752, "hidden", 592_234_752)
     assert main(["count", "--model-type", "gpt_neox"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("hidden state"))
-    assert "not counted: the registry leaves out" in line
+    assert "44,255,098 of 44,670,976 parameters" in line     # layernorm biases: counted too
+    assert "'final norm gain and bias', 'stream rotations with norm biases'" in line
 
 
 def test_hidden_state_validation_is_opt_in(capsys):

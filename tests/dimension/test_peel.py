@@ -33,7 +33,24 @@ def test_peeled_rank_equals_the_dense_rank(model_type, size, seed):
     assert got.rows >= got.rank
     assert not set(got.peeled) & set(got.remainder)
     assert set(got.peeled + got.remainder) <= {f.name for f in CATALOGUE if f.applies(arch)}
-    assert bool(got.remainder) == (model_type == "bert")     # both routes taken
+    assert not got.eliminated          # under the cap the remainder is ranked densely
+
+
+# With a dense remainder of at most 6,000 entries allowed, the families not peeled are
+# eliminated on pivot columns (`peel._eliminate`) until the rest fits: the rank is still the
+# dense one.
+@pytest.mark.parametrize("model_type", ["gpt2", "bert", "falcon", "gpt_neox", "llama"])
+@pytest.mark.parametrize("size,seed", [((2, 2, 4, 3), 0), ((2, 2, 4, 6), 1), ((1, 3, 4, 5), 2)])
+def test_eliminated_rank_equals_the_dense_rank(model_type, size, seed, monkeypatch):
+    arch = _shrunk(model_type, *size)
+    upper, _ = block_upper_bound(arch, seed)
+    monkeypatch.setattr(peel, "MAX_REMAINDER_ENTRIES", 6000)
+    got = peel.catalogue_rank(arch, seed)
+    assert got.rank == arch.n_params - upper
+    assert got.remainder_shape[0] * got.remainder_shape[1] <= 6000
+    assert got.eliminated or model_type not in ("gpt2", "bert")   # the others may all peel
+    assert set(got.peeled) | set(got.eliminated) | set(got.remainder) <= {
+        f.name for f in CATALOGUE if f.applies(arch)}
 
 
 def test_a_family_listed_twice_is_caught(monkeypatch):
@@ -49,6 +66,23 @@ def test_a_family_listed_twice_is_caught(monkeypatch):
     assert {"per-head GL(v) on (W, O)", "GL(v) again"} <= set(twice.remainder)
 
 
+@pytest.mark.parametrize("model_type,name", [("gpt2", "per-head GL(a) on (Q, K)"),
+                                             ("bert", "per-head GL(v) on (W, O)")])
+def test_a_family_listed_twice_is_caught_when_eliminated(model_type, name, monkeypatch):
+    """A large family twice, the dense remainder capped so that the families are eliminated:
+    once one copy is subtracted from the other, the other has no entries left, and the rank
+    stays the rank with one copy, below the rows."""
+    arch = _shrunk(model_type, 2, 2, 4, 6)
+    monkeypatch.setattr(peel, "MAX_REMAINDER_ENTRIES", 6000)
+    once = peel.catalogue_rank(arch, 1)
+    monkeypatch.setattr(peel, "CATALOGUE", CATALOGUE + (replace(family(name), name="again"),))
+    twice = peel.catalogue_rank(arch, 1)
+    assert twice.rows == once.rows + arch.n_layers * 2 * 16   # 2 heads of width 4 a layer
+    assert twice.rank == once.rank < twice.rows
+    assert name in twice.eliminated or "again" in twice.eliminated
+    assert name in twice.remainder or "again" in twice.remainder
+
+
 def test_sparse_product_is_matmul_mod():
     p = DEFAULT_PRIME
     gen = torch.Generator().manual_seed(3)
@@ -62,11 +96,12 @@ def test_sparse_product_is_matmul_mod():
 
 
 def test_a_remainder_too_large_is_refused(monkeypatch):
-    """BERT's post-norm families leave a dense remainder; past MAX_REMAINDER_ENTRIES it is
-    refused (ComputationError naming the families), never ranked in part."""
+    """BERT's embedding families leave a dense remainder that no elimination removes; past
+    MAX_REMAINDER_ENTRIES it is refused (ComputationError naming the families), never ranked
+    in part."""
     from neuromanifold.errors import ComputationError
 
     arch = _shrunk("bert", 2, 2, 2, 3)
     monkeypatch.setattr(peel, "MAX_REMAINDER_ENTRIES", 100)
-    with pytest.raises(ComputationError, match="post-norm readers' means"):
+    with pytest.raises(ComputationError, match="embedding shift into positions"):
         peel.catalogue_rank(arch)
