@@ -478,11 +478,11 @@ REAL_HEADS = {"mistral": 1, "phi3": 1, "gemma": 1}
 REAL_INTERMEDIATE = 16
 # The families whose counted symmetry `independence` has shown equal to the tangents' rank at
 # `real_width_size` (docs/models.md#independence-at-the-real-head-width, measured by
-# scripts/real_width_table.py; tests/models/test_hf.py recomputes Llama's). Not reached: BERT
-# (its post-norm families share every block with the heads' GL(a) and GL(v), which leaves a
-# dense remainder of 34,764 x 157,984 at width 64); GPT-2's rank is below its rules' count, and
-# Falcon and GPT-NeoX have no count (layernorm biases).
-REAL_WIDTH_REACHED = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma")
+# scripts/real_width_table.py; tests/models/test_hf.py recomputes Llama's). GPT-2 and BERT
+# (whose layernorm families share every head block with GL(a) and GL(v)) are reached by
+# eliminating those two families (`dimension.peel`); Falcon peels throughout.
+REAL_WIDTH_REACHED = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gpt2", "bert",
+                      "falcon")
 
 
 def real_width_size(config: dict) -> tuple[int, int, int, int]:
