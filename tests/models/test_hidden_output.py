@@ -23,7 +23,7 @@ def test_outputs_are_refused_in_one_line():
 def test_full_size_hidden_state_counts():
     """Qwen3-0.6B (tied): the hidden state has the logits' parameters and families; Phi-3-mini
     (untied): L's V d parameters and the families 'final norm gain' (d) and 'stream rotations
-    behind norms' (d (d - 1) / 2) are the logits' only; Falcon and GPT-NeoX not counted."""
+    behind norms' (d (d - 1) / 2) are the logits' only; Falcon and GPT-NeoX counted too."""
     expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_722_578_944, 3_712_584_704)}
     for mt, (n, count) in expected.items():
         size = certify.full_size(hf.shipped_config(mt), output="hidden")
@@ -37,9 +37,14 @@ def test_full_size_hidden_state_counts():
     hidden = certify.full_size(hf.shipped_config("phi3"), output="hidden")
     assert hidden["n_params"] == logits["n_params"] - V * d
     assert hidden["symmetry"] == logits["symmetry"] - d - d * (d - 1) // 2
-    for mt in ("falcon", "gpt_neox"):
+    # layernorm biases, counted through their families: Falcon-7b (tied) has V = 65,024 more
+    # in the hidden state (the all-ones part of each row of E, read once, by a layernorm)
+    for mt, (n, count) in {"falcon": (6_921_720_704, 6_920_504_704),
+                           "gpt_neox": (44_670_976, 44_255_098)}.items():
         size = certify.full_size(hf.shipped_config(mt), output="hidden")
-        assert size["count"] is None and "layernorm biases" in size["why"]
+        assert (size["n_params"], size["count"]) == (n, count)
+    falcon = certify.full_size(hf.shipped_config("falcon"))
+    assert falcon["count"] - 6_920_504_704 == 65_024
 
 
 @pytest.mark.parametrize("model_type, expected", [("qwen3", (224, 192)), ("phi3", (248, 202)),
