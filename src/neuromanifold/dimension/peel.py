@@ -490,6 +490,23 @@ def _expand(fam: _Family, name: str, skip: np.ndarray | None):
     return starts, lengths, pos, v
 
 
+class _Coordinates(dict):
+    """fam's entries block by block in the action's coordinates (`_change`; as they are where
+    none applies), each block changed when first read: the blocks the pivots are not searched
+    on are never copied (the stream's rotations touch every block)."""
+
+    def __init__(self, fam: _Family, changes: dict):
+        super().__init__()
+        self.fam, self.changes = fam, changes
+
+    def __missing__(self, name: str):
+        r, pos, v = self.fam.entries[name]
+        change = self.changes[name]
+        self[name] = (change(r, pos, v) if change is not None
+                      else (r, pos.astype(np.int64), v.astype(np.int64)))
+        return self[name]
+
+
 def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set, p: int
                ) -> _Family | None:
     """One block elimination: the first family (most entries first) with full row rank on pivot
@@ -505,16 +522,15 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
     # the family with the most entries first: every later step reads and rewrites the
     # entries of the families left, so the largest is removed before it gains fill-in
     for fam in sorted(left, key=lambda f: -sum(len(e[0]) for e in f.entries.values())):
-        changes, coords = {}, {}
-        for name, (r, pos, v) in fam.entries.items():
+        changes = {}
+        for name, (r, pos, _v) in fam.entries.items():
             change = None
             if name not in moved:
                 side = _side(blocks[name], r, pos)
                 change = None if side is None else _change(blocks[name], side, p)
             changes[name] = change
-            coords[name] = (change(r, pos, v) if change is not None
-                            else (r, pos.astype(np.int64), v.astype(np.int64)))
-        order = sorted(coords, key=lambda name: touch[name] - len(fam.entries[name][0]))
+        coords = _Coordinates(fam, changes)
+        order = sorted(changes, key=lambda name: touch[name] - len(fam.entries[name][0]))
         chosen = _pivots(_Family(fam.name, fam.rows, coords), order, p)
         if chosen is None:
             continue
@@ -529,7 +545,10 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
         if solved is None:
             continue
         lookup, coefficient = solved
-        rows = {name: _expand(fam, name, lookup.get(name)) for name in fam.entries}
+        rows = {}
+        for name in list(fam.entries):     # fam leaves: its entries go, sorted by row
+            rows[name] = _expand(fam, name, lookup.get(name))
+            del fam.entries[name]
         for g in left:
             if g is fam:
                 continue
