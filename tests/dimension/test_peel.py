@@ -53,6 +53,30 @@ def test_eliminated_rank_equals_the_dense_rank(model_type, size, seed, monkeypat
         f.name for f in CATALOGUE if f.applies(arch)}
 
 
+# GPT-NeoX's stream rotations with norm biases (a tangent for each generator E_ab - E_ba
+# corrected for X 1 = 0, each touching every block) have, read on the untied logits as X, an
+# entry (a, b) of their own each: the most entries of all, they are eliminated first on those
+# columns (a permuted diagonal), and the rank is still the dense one.
+@pytest.mark.parametrize("size,seed", [((2, 2, 4, 3), 0), ((2, 2, 4, 6), 1), ((1, 3, 4, 5), 2),
+                                       ((2, 2, 8, 3), 0)])
+def test_the_stream_rotations_are_eliminated_on_columns_of_their_own(size, seed, monkeypatch):
+    arch = _shrunk("gpt_neox", *size)
+    upper, _ = block_upper_bound(arch, seed)
+    monkeypatch.setattr(peel, "MAX_REMAINDER_ENTRIES", 6000)
+    got = peel.catalogue_rank(arch, seed)
+    assert got.rank == arch.n_params - upper
+    assert got.eliminated[0] == "stream rotations with norm biases"
+
+
+def test_own_columns_pick_one_private_column_a_row():
+    import numpy as np
+
+    rows = np.array([0, 0, 0, 1, 1, 2, 2])
+    cols = np.array([5, 6, 7, 5, 8, 6, 7])      # 8 is row 1's alone; row 0 and 2 share 6, 7
+    own = peel._own_columns(rows, cols)
+    assert own.tolist() == [False, False, False, False, True, False, False]
+
+
 def test_a_family_listed_twice_is_caught(monkeypatch):
     """GL(v) twice: neither copy has blocks of its own, both go to the dense remainder, and
     the rank stays the rank of one copy, below the rows."""

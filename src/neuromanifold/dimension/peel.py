@@ -27,7 +27,11 @@ query blocks: X itself in the action's coordinates, after every family's entries
 blocks are changed to them alike, the whole block: y = v_S B_S^{-1}, z = v_R - y B_R on a
 line v), every other row t becomes t - t_S F[:, S]^{-1} F, zero on S. Row operations keep the
 rank, and F alone touches S now, so rank T = |F| + rank of the changed others; the peeling
-resumes on them. The others gain entries on F's other blocks (fill-in, kept sparse).
+resumes on them. The others gain entries on F's other blocks (fill-in, kept sparse). The
+family with the most entries goes first (every later step rewrites the entries left), and a
+row of F with a column that no other row of F touches may pivot on it (F[:, S] a permuted
+diagonal: the stream's rotations, read on the untied logits L as X, each have an entry (a, b)
+of their own, so they leave first and their fill-in is a few rows of theirs per other row).
 
 The tangents are built by the catalogue's own constructions (`registry.build_family`), over
 F_p with a product that skips the zeros of a sparse factor (`sparse_fp_ops`: the same residues
@@ -344,12 +348,28 @@ def _single(r: np.ndarray, c: np.ndarray) -> np.ndarray:
     return (rn[ri] == 1) & (cn[ci] == 1)
 
 
+def _own_columns(r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per entry, whether it is the first entry of its row alone in its column (one per row
+    that has such a column): on those columns the rows have one entry each, a permuted
+    diagonal (the stream's rotations on the logits, read as X: entry (a, b), a < b, of
+    E_ab - E_ba corrected for X 1 = 0 is theirs alone)."""
+    out = np.zeros(len(r), dtype=bool)
+    if len(r) == 0:
+        return out
+    _, ci, cn = np.unique(c, return_inverse=True, return_counts=True)
+    at = np.flatnonzero(cn[ci] == 1)
+    _, first = np.unique(r[at], return_index=True)
+    out[at[first]] = True
+    return out
+
+
 def _pivots(fam: _Family, order: list[str], p: int):
     """Pivot columns for every row of fam, block by block in `order` (entries in the
-    coordinates used): a row alone in its piece with one entry takes that column; a larger
-    connected piece of the rows not yet pivoted (at most MAX_PIVOT_PIECE rows) takes its first
-    independent columns (flint's echelon form) where it has full row rank. {block: (rows,
-    cols)} covering every row once, or None."""
+    coordinates used): a row alone in its piece with one entry takes that column; a row with a
+    column no other row touches there takes it (`_own_columns`); a larger connected piece of
+    the rows not yet pivoted (at most MAX_PIVOT_PIECE rows) takes its first independent
+    columns (flint's echelon form) where it has full row rank. {block: (rows, cols)} covering
+    every row once, or None."""
     todo = np.ones(fam.rows, dtype=bool)
     chosen = {}
     for name in order:
@@ -361,6 +381,11 @@ def _pivots(fam: _Family, order: list[str], p: int):
         one = _single(r, c)
         got_r, got_c = [r[one]], [c[one]]
         r, c, v = r[~one], c[~one], v[~one]
+        own = _own_columns(r, c)       # a column no other row touches here: that row's pivot
+        got_r.append(r[own])
+        got_c.append(c[own])
+        keep = ~np.isin(r, r[own])
+        r, c, v = r[keep], c[keep], v[keep]
         if 0 < len(r) <= _PIECE_SEARCH:
             for at in _by_label(_pieces(r, c)):
                 ur, ri = np.unique(r[at], return_inverse=True)
@@ -465,9 +490,26 @@ def _expand(fam: _Family, name: str, skip: np.ndarray | None):
     return starts, lengths, pos, v
 
 
+class _Coordinates(dict):
+    """fam's entries block by block in the action's coordinates (`_change`; as they are where
+    none applies), each block changed when first read: the blocks the pivots are not searched
+    on are never copied (the stream's rotations touch every block)."""
+
+    def __init__(self, fam: _Family, changes: dict):
+        super().__init__()
+        self.fam, self.changes = fam, changes
+
+    def __missing__(self, name: str):
+        r, pos, v = self.fam.entries[name]
+        change = self.changes[name]
+        self[name] = (change(r, pos, v) if change is not None
+                      else (r, pos.astype(np.int64), v.astype(np.int64)))
+        return self[name]
+
+
 def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set, p: int
                ) -> _Family | None:
-    """One block elimination: the first family (most rows first) with full row rank on pivot
+    """One block elimination: the first family (most entries first) with full row rank on pivot
     columns S of the blocks it touches (read in its action's coordinates, every family's
     entries on those blocks changed alike) is subtracted from every other family so that their
     entries on S vanish (t -> t - t_S F_S^{-1} F, row operations: the rank is kept); it then
@@ -477,17 +519,18 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
         for name, (r, _pos, _v) in g.entries.items():
             touch[name] = touch.get(name, 0) + len(r)
     sizes = {name: t.numel() for name, t in blocks.items()}
-    for fam in sorted(left, key=lambda f: -f.rows):
-        changes, coords = {}, {}
-        for name, (r, pos, v) in fam.entries.items():
+    # the family with the most entries first: every later step reads and rewrites the
+    # entries of the families left, so the largest is removed before it gains fill-in
+    for fam in sorted(left, key=lambda f: -sum(len(e[0]) for e in f.entries.values())):
+        changes = {}
+        for name, (r, pos, _v) in fam.entries.items():
             change = None
             if name not in moved:
                 side = _side(blocks[name], r, pos)
                 change = None if side is None else _change(blocks[name], side, p)
             changes[name] = change
-            coords[name] = (change(r, pos, v) if change is not None
-                            else (r, pos.astype(np.int64), v.astype(np.int64)))
-        order = sorted(coords, key=lambda name: touch[name] - len(fam.entries[name][0]))
+        coords = _Coordinates(fam, changes)
+        order = sorted(changes, key=lambda name: touch[name] - len(fam.entries[name][0]))
         chosen = _pivots(_Family(fam.name, fam.rows, coords), order, p)
         if chosen is None:
             continue
@@ -502,7 +545,10 @@ def _eliminate(left: list[_Family], blocks: dict[str, torch.Tensor], moved: set,
         if solved is None:
             continue
         lookup, coefficient = solved
-        rows = {name: _expand(fam, name, lookup.get(name)) for name in fam.entries}
+        rows = {}
+        for name in list(fam.entries):     # fam leaves: its entries go, sorted by row
+            rows[name] = _expand(fam, name, lookup.get(name))
+            del fam.entries[name]
         for g in left:
             if g is fam:
                 continue

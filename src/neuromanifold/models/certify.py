@@ -480,9 +480,10 @@ REAL_INTERMEDIATE = 16
 # `real_width_size` (docs/models.md#independence-at-the-real-head-width, measured by
 # scripts/real_width_table.py; tests/models/test_hf.py recomputes Llama's). GPT-2 and BERT
 # (whose layernorm families share every head block with GL(a) and GL(v)) are reached by
-# eliminating those two families (`dimension.peel`); Falcon peels throughout.
+# eliminating those two families (`dimension.peel`); Falcon peels throughout; GPT-NeoX by
+# eliminating its stream rotations with norm biases first (each has a column of its own).
 REAL_WIDTH_REACHED = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gpt2", "bert",
-                      "falcon")
+                      "falcon", "gpt_neox")
 
 
 def real_width_size(config: dict) -> tuple[int, int, int, int]:
