@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, run or loaded by path
-from doc_blocks import read_block, write_block  # noqa: E402
+from doc_blocks import print_or_write, read_block  # noqa: E402
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "decoder_features.md"
 BEGIN, END = "<!-- bert_table: begin -->", "<!-- bert_table: end -->"
@@ -80,10 +80,7 @@ def page_block() -> str:
 
 
 def main() -> None:
-    out = table()
-    if "--write" in sys.argv:
-        write_block(PAGE, BEGIN, END, out)
-    print(out)
+    print_or_write(PAGE, BEGIN, END, table(), sys.argv)
 
 
 if __name__ == "__main__":
