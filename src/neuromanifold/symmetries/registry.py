@@ -431,7 +431,7 @@ _GROUPED_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "pe
                "input shift into readers' biases", "embedding shift into positions",
                "shared QK-norm gain balance")   # qn_i, kn_i: every head's, whatever the grouping
 # shared_norm: the families that do not read the norms (attention's and the MLP's own), and the
-# norm families whose readers of g_i include the MLP's (`catalogue._gains`, `_mlp_gain`).
+# norm families whose readers of g_i include the MLP's (`catalogue.norms._gains`, `catalogue.stream._mlp_gain`).
 _SHARED_NORM_PROVED = ("per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)",
                        "per-head GL(v) on (W, O)", "per-head rescaling", "gqa head mixing",
                        "head mixing", "QK-norm gain balance", "shared QK-norm gain balance",
@@ -502,12 +502,12 @@ def _hidden_unproved(name: str, arch: Architecture) -> bool | None:
 # The families that keep a pre-norm network's last hidden state (the final norm's output, or
 # the last block's stream without one) exactly: those acting inside one attention or MLP
 # sub-layer (they keep its output whatever surrounds it); a block's own norms and their readers
-# (g_i, n_i and their biases c_i, cn_i; `catalogue._gains` never lists the final norm f); the
+# (g_i, n_i and their biases c_i, cn_i; `catalogue.norms._gains` never lists the final norm f); the
 # embedding shift into positions (E^T X + T unchanged); and the shifts of a residual stream
 # along 1 behind layernorms, which the final layernorm (read as the output) ignores as every
 # block's does (the family needs a final norm). With layernorm biases, a block norm's mean
 # directions and bias taken back by its readers' biases (lnbias's two families, built on
-# `catalogue._gains`: g_i, n_i, never f) are local to the block too. Not listed, so left out: every family that moves
+# `catalogue.norms._gains`: g_i, n_i, never f) are local to the block too. Not listed, so left out: every family that moves
 # the output side, whose proof needs a reader after the last block to take a change back: the
 # stream's rotations behind norms and its basis at the embedding and logits (the final norm's
 # output R x is not undone), the final norm gain (absorbed by L, absent here), the ends of a
@@ -533,7 +533,7 @@ _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
 
 def _post_norm_counts(arch: Architecture) -> list[tuple[int, list[int], bool]]:
     """(width, reader row counts, has a next sub-layer) of every norm of a post-norm network,
-    as `catalogue._post_norm_sites` lists them (the embedding norm first)."""
+    as `catalogue.norms._post_norm_sites` lists them (the embedding norm first)."""
     def readers(i: int) -> list[int]:       # layer i's query, key and value rows, every head
         if i > arch.n_layers:
             return []
@@ -611,7 +611,7 @@ _NORM_BIAS_MEANS = "docs/decoder_features.md#mean-directions-and-bias-shifts-wit
 
 
 def _norm_reader_sites(arch: Architecture) -> list[tuple[int, list[tuple[int, bool]]]]:
-    """(width, [(rows, has a bias) per reader]) of every pre-norm, as `catalogue._gains` lists
+    """(width, [(rows, has a bias) per reader]) of every pre-norm, as `catalogue.norms._gains` lists
     them: g_i read by each head's query and key rows and each group's value rows (Q_g, K_h,
     V_g / W_g), n_i by the MLP's gate and values (one norm g_i for both with shared_norm)."""
     sites = []
@@ -708,7 +708,7 @@ _PARALLEL_BIAS_FAMILIES = (
 _PARALLEL_BIAS_NAMES = tuple(f.name for f in _PARALLEL_BIAS_FAMILIES)
 _NORM_BIAS_PROVED += _PARALLEL_BIAS_NAMES
 _GROUPED_PROVED += _PARALLEL_BIAS_NAMES        # readers per group as stored
-# One shared norm: its readers (`catalogue._gains`) are the heads' and the MLP's; the bias
+# One shared norm: its readers (`catalogue.norms._gains`) are the heads' and the MLP's; the bias
 # families of a norm are local to it and its readers (docs/decoder_features.md).
 _SHARED_NORM_PROVED += _PARALLEL_BIAS_NAMES + ("gain and bias rescaling",)
 FAMILIES = FAMILIES + _PARALLEL_BIAS_FAMILIES
