@@ -38,9 +38,9 @@ def product_map(m: int, n: int, r: int):
 def network_case(widths, keys, tokens, seed=0):
     """(F, n_params, dimension) of a lightning network at small integer inputs (injective on S)."""
     from neuromanifold import Architecture
-    from neuromanifold.degree.engine import PRIMES
-    from neuromanifold.degree.network import evaluation_inputs, span_dimension
-    from neuromanifold.degree.polymap import network_map
+    from neuromanifold.degrees.engine import PRIMES
+    from neuromanifold.degrees.network import evaluation_inputs, span_dimension
+    from neuromanifold.degrees.polymap import network_map
     from neuromanifold.dimension.api import neuromanifold_dim
 
     arch = Architecture(widths, keys, tokens)
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     args = parser.parse_args()
 
-    from neuromanifold.degree.engine import image_degree
+    from neuromanifold.degrees.engine import image_degree
 
     have_m2 = shutil.which("M2") is not None
     if not have_m2:

@@ -31,10 +31,10 @@ _EXPORTS = {
     "DimensionResult": "dimension.result",
     "rank_at_point": "dimension.point",
     "functional_dim": "models.functional",
-    "degree": "degree.network",
-    "image_degree": "degree.engine",
-    "DegreeResult": "degree.engine",
-    "implicit_equations": "degree.equations",
+    "degree": "degrees.network",
+    "image_degree": "degrees.engine",
+    "DegreeResult": "degrees.engine",
+    "implicit_equations": "degrees.equations",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -100,9 +100,9 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
     from .models.functional import functional_dim
-    from .degree.engine import DegreeResult, image_degree
-    from .degree.equations import implicit_equations
-    from .degree.network import degree
+    from .degrees.engine import DegreeResult, image_degree
+    from .degrees.equations import implicit_equations
+    from .degrees.network import degree
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function

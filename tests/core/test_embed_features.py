@@ -377,7 +377,7 @@ def test_engines_without_the_features_refuse_them_in_one_line():
     """The degree engine (integer polynomials, continuous inputs) refuses what it cannot
     compute, never computing something else. (The rank at given weights and the fiber
     comparison take token inputs: tests/cli/test_rank*.py, tests/geometry.)"""
-    from neuromanifold.degree.polymap import check_polynomial
+    from neuromanifold.degrees.polymap import check_polynomial
 
     rope, vocab = Architecture((3, 3), 2, 2, positions="rope"), Architecture((3, 3), 2, 2, vocab=3)
     for call, says in [(lambda: check_polynomial(rope), "positions"),

@@ -10,9 +10,9 @@ import torch
 
 from neuromanifold import Architecture, InputError, degree, image_degree, implicit_equations
 from neuromanifold.cli import main
-from neuromanifold.degree.engine import EXACT, STOPPED
-from neuromanifold.degree.msolve import count_solutions, parse_output
-from neuromanifold.degree.polymap import forward_objects, network_map, object_array
+from neuromanifold.degrees.engine import EXACT, STOPPED
+from neuromanifold.degrees.msolve import count_solutions, parse_output
+from neuromanifold.degrees.polymap import forward_objects, network_map, object_array
 from neuromanifold.dimension.fp_dual import forward_dual_mod_p
 
 P = 1_073_741_789

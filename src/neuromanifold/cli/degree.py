@@ -35,7 +35,7 @@ def degree_command(
     check_seed(seed)
     arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
                                     residual=residual, mlp=mlp, activation=activation, norm=norm)
-    from ..degree.network import degree  # noqa: PLC0415  (flint and torch only when computing)
+    from ..degrees.network import degree  # noqa: PLC0415  (flint and torch only when computing)
 
     result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
                     progress=stderr_progress("degree"))

@@ -33,7 +33,7 @@ def equations_command(
     check_seed(seed)
     arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
                                     residual=residual, mlp=mlp, activation=activation, norm=norm)
-    from ..degree.equations import implicit_equations  # noqa: PLC0415
+    from ..degrees.equations import implicit_equations  # noqa: PLC0415
 
     result = implicit_equations(arch, max_degree=max_degree, seed=seed, max_monomials=max_monomials)
     if as_json:

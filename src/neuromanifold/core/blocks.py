@@ -290,7 +290,7 @@ def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = 
 
     The one definition of the network map: every arithmetic runs this code, supplying only
     its primitives (`ArrayArithmetic` documents them): float64 tensors (the default; autodiff
-    applies), numpy object arrays of polynomials or residues (`degree.polymap`), and the
+    applies), numpy object arrays of polynomials or residues (`degrees.polymap`), and the
     forward-mode duals over F_p (`fp_dual.FpDual`) and in arb balls
     (`ball_dual.BallDual`), whose `blocks` hold the parameters lifted to that arithmetic.
     `record`, when given, receives each head's softmax weight matrix (`dimension.saturation`).

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ComputationError
+from ..errors import ComputationError, InputError
 
 MAX_PRIME = 2 ** 30
 
@@ -77,7 +77,7 @@ def count_solutions(polys: list, names: tuple[str, ...], p: int, timeout: float)
     Exact over F_p (msolve's default linear algebra is exact); `timeout` in seconds; one thread.
     """
     if not 2 < p < MAX_PRIME:
-        raise ValueError(f"`p` must be an odd prime below 2^30 for msolve; got {p}. "
+        raise InputError(f"`p` must be an odd prime below 2^30 for msolve; got {p}. "
                          "Use e.g. 1073741789.")
     polys = [f for f in polys if not f.is_zero()]
     if not polys:

@@ -26,9 +26,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.checks import bad_value, check_int, check_seed
+from ..core.checks import bad_type, bad_value, check_int, check_seed
 from ..core.seeds import purpose_seed
-from .msolve import SolveCount, count_solutions
+from .msolve import MAX_PRIME, SolveCount, count_solutions
 
 # Two primes below 2^30 (msolve's parametrisation loops on primes above about 1.4e9).
 PRIMES = (1_073_741_789, 1_073_741_783)
@@ -124,6 +124,58 @@ def check_timeout(timeout: object) -> float:
         raise bad_value("timeout", "a positive finite number of seconds", timeout,
                         "Pass e.g. --timeout 600.")
     return float(timeout)
+
+
+def check_primes(primes: object) -> tuple[int, ...]:
+    """`primes` as a tuple of primes 3 <= p < 2^30 (the range msolve accepts), checked before any
+    flint context is made: flint aborts the interpreter (SIGABRT) on a modulus that is not prime."""
+    import flint  # noqa: PLC0415 - fmpz.is_prime makes no context and cannot abort
+
+    if isinstance(primes, (str, bytes)) or not isinstance(primes, Sequence):
+        raise bad_type("primes", "a sequence of primes below 2^30", primes,
+                       f"Pass e.g. primes=({PRIMES[0]},).")
+    if not primes:
+        raise bad_value("primes", "at least one prime below 2^30", primes,
+                        f"Pass e.g. primes=({PRIMES[0]},).")
+    checked = []
+    for p in primes:
+        if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+            raise bad_type("primes", "a sequence of prime integers", p,
+                           f"Pass e.g. primes=({PRIMES[0]},).")
+        p = int(p)
+        if not 3 <= p < MAX_PRIME or not flint.fmpz(p).is_prime():
+            raise bad_value("primes", "primes p with 3 <= p < 2^30 (msolve's range: its "
+                            "parametrisation loops on larger ones)", p,
+                            f"Pass e.g. primes=({PRIMES[0]}, {PRIMES[1]}).")
+        checked.append(p)
+    checked = tuple(checked)
+    return checked
+
+
+def check_polynomial_map(F: object, n_params: int) -> int:
+    """M, the number of outputs of F, after checking that F reads at most `n_params` variables and
+    has integer coefficients (its outputs at the integer point (1, 2, ..., n) are integers)."""
+    if not callable(F):
+        raise bad_type("F", "a callable from a list of n_params ring elements to a list", F,
+                       "Pass a function such as lambda w: [w[0] * w[1]].")
+    point = list(range(1, n_params + 1))
+    try:
+        values = list(F(point))
+    except IndexError:
+        raise bad_value("n_params", "at least the number of variables F reads", n_params,
+                        "Pass the length of the list F indexes into.") from None
+    except TypeError as exc:
+        raise bad_type("F", "a map returning a list of polynomials in its argument's entries",
+                       F, f"F failed at an integer point ({exc}).") from None
+    if not values:
+        raise bad_value("F", "a map with at least one output", values,
+                        "Return the list of the map's coordinates.")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise bad_type("F", "a map with integer coefficients (integer outputs at integer "
+                           "points)", v, "Write each coefficient as an integer (clear the "
+                           "denominators of rational ones; floats are refused).")
+    return len(values)
 
 
 def _count_text(c: SolveCount) -> str:
@@ -244,7 +296,13 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
         timeout: seconds for all the solves together (gauge, slices, fibers); a solve past it
             is killed and the result is `stopped`.
         repeats: independent runs per prime (each with its own gauge point and slice).
-        primes: primes below 2^30 (at least one).
+        primes: primes 3 <= p < 2^30 (at least one; msolve's range).
+
+    Raises:
+        ValueError, TypeError: the template message for an `n_params` smaller than the number of
+            variables F reads, a `dimension` that is no integer in [1, n_params], a float
+            coefficient in F, or a prime that is not one or lies outside msolve's range
+            (checked before flint sees it).
 
     Example:
         >>> def F(w):  # 2 x 2 rank-1 matrices (a, b) -> a b^T: the quadric det = 0
@@ -256,9 +314,14 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
     n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
     timeout = check_timeout(timeout)
-    if not primes:
-        raise bad_value("primes", "at least one prime below 2^30", primes,
-                        "Pass e.g. primes=(1073741789,).")
+    primes = check_primes(primes)
+    if dimension is not None:
+        dimension = check_int("dimension", dimension, minimum=1,
+                              fix="Pass dim V, or leave it out to read it off the Jacobian.")
+        if dimension > n_params:
+            raise bad_value("dimension", f"at most n_params = {n_params}", dimension,
+                            "Pass dim V, or leave it out to read it off the Jacobian.")
+    M = check_polynomial_map(F, n_params)
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     deadline = start + float(timeout)
@@ -267,7 +330,6 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
         free, _ = _gauge(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
         dimension = len(free)
         notes.append(f"dimension {dimension} from the Jacobian rank mod p at one random point")
-    M = len(F([0] * n_params))
     runs = []
     for p in primes:
         for k in range(repeats):
