@@ -121,10 +121,56 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
         cfg["rope_scaling"] = None
         notes.append(f"rotary scaling {scaling.get('rope_type', scaling.get('type'))!r} replaced "
                      "by the default frequencies at the same base")
-    for name in ("sliding_window",):
-        if cfg.get(name) is not None and cfg[name] < tokens:
-            cfg[name] = None
+    window = sliding_window(cfg)
+    if window is not None and window < tokens:
+        cfg["sliding_window"] = None
+    notes += window_notes(config, tokens, "validate")
     return cfg, notes
+
+
+def sliding_window(config: dict) -> int | None:
+    """The sliding window transformers' class of `config` applies (`sliding_window`: every
+    token attends to the window's last tokens, itself included), or None: Mistral and Phi-3
+    wherever it is set, Qwen2 and Qwen3 only with `use_sliding_window`, no other family."""
+    mt, window = config.get("model_type"), config.get("sliding_window")
+    if window is None or mt not in hf.WINDOW_ALWAYS + hf.WINDOW_SWITCHED:
+        return None
+    if mt in hf.WINDOW_SWITCHED and config.get("use_sliding_window") is not True:
+        return None
+    return window
+
+
+def window_notes(config: dict, tokens: int | None, use: str) -> list[str]:
+    """What a config's sliding window does to what is computed on `tokens` tokens (`use`:
+    'rules', the counting rules, which read no tokens; 'count', the converted network counted
+    on `tokens` tokens; 'validate', the shrunk network certified on them; docs/models.md#sliding-windows).
+    A window at least t tokens wide changes nothing on t tokens; a narrower one masks scores,
+    which the native network has not: it is dropped where it is, and the note says so."""
+    given, window = config.get("sliding_window"), sliding_window(config)
+    if given is None:
+        return []
+    if window is None:
+        why = ("use_sliding_window is not true" if config.get("model_type") in hf.WINDOW_SWITCHED
+               else f"transformers' {config.get('model_type')} class has no sliding window")
+        return [f"sliding_window {given} is ignored: {why}, so every token attends to every "
+                "token before it"]
+    if use == "rules":
+        return [f"sliding_window {window}: every counted family is a symmetry with the window "
+                f"too (it masks scores, it reads no weight); it changes nothing on at most "
+                f"{window} tokens, where count --validate checks the count"
+                + ("" if window >= SHRINK["tokens"] else
+                   f" (--tokens {window}: its default {SHRINK['tokens']} tokens drop the window)")]
+    if window >= tokens:
+        return [f"sliding_window {window} >= t = {tokens} tokens: it changes nothing on "
+                f"{tokens} tokens (each token sees all of them)"]
+    if use == "count":
+        return [f"sliding_window {window} is narrower than the {SHRINK['tokens']} tokens counted "
+                f"by default: counted on t = {window} tokens, where it changes nothing (on "
+                "longer sequences it masks scores, which the native network does not have)"]
+    return [f"sliding_window {window} < t = {tokens} tokens is dropped: the shrunk network "
+            "attends to every token (the native network has no window), so what is certified is "
+            f"the model without it; pass --tokens {window} to certify where the window changes "
+            "nothing"]
 
 
 def shrunk_spec_of(cfg: dict) -> hf.Spec:
@@ -339,18 +385,27 @@ def native_network(config: dict, tokens: int, output: str | None = None):
     return replace(arch, hidden_output=True, tied=False)
 
 
-def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None = None) -> dict:
+def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None = None,
+              check: bool = False) -> dict:
     """`registry_rules` of the full-size converted network of `config` on `tokens` tokens (the
-    layout alone: no weights) for `output` (`native_network`: logits by default, BERT's hidden
-    state), with the parameters of transformers' model class built on the meta device
-    (`model_class_parameters`, None without transformers)."""
+    layout alone, read from the config's fields: no weights, no transformers) for `output`
+    (`native_network`: logits by default, BERT's hidden state); on fewer tokens where a sliding
+    window is narrower (`window_notes`, under `notes`). With `check`, the parameters of
+    transformers' model class built on the meta device (`model_class_parameters`; None
+    without transformers or `check`)."""
+    config = hf.check_config(config)
+    window = sliding_window(config)
+    notes = window_notes(config, tokens, "count")
+    if window is not None and window < tokens:
+        tokens = window
     arch = native_network(config, tokens, output)
     out = registry_rules(arch)
     out["architecture"] = str(arch)
     out["tied"] = arch.tied
     out["tokens"] = tokens
+    out["notes"] = notes
     out["model_class_parameters"] = (model_class_parameters(config, out["output"])
-                                     if hf.have_transformers() else None)
+                                     if check and hf.have_transformers() else None)
     return out
 
 
@@ -410,6 +465,7 @@ def validate(config: dict, *, seed: int = 0, progress=None, precision: int | Non
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
     seed = check_seed(seed)
+    config = hf.check_config(config)
     shrink = {**FAMILY_SHRINK.get(config.get("model_type"), {}), **shrink}
     small_cfg, notes = shrunk_config(config, **shrink)
     tokens = shrink.get("tokens", SHRINK["tokens"])
