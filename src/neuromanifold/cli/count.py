@@ -146,8 +146,11 @@ def _validation_lines(check: dict) -> list[str]:
                      f"{row['counted_symmetry']}: "
                      + ("independent" if row["independent"] else "NOT shown independent")
                      + f" ({row['seconds']:.1f} s)")
-    lines.append("verdict          " + ("verified: certified == counted" if check["verified"]
-                                        else check["finding"]))
+    from ..models.certify import window_dropped  # noqa: PLC0415
+
+    lines.append("verdict          " + (("verified: certified == counted" + (
+        " (of the model without its sliding window: see the note)"
+        if window_dropped(check["notes"]) else "")) if check["verified"] else check["finding"]))
     return lines
 
 

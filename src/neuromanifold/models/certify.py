@@ -157,7 +157,8 @@ def window_notes(config: dict, tokens: int | None, use: str) -> list[str]:
     if use == "rules":
         return [f"sliding_window {window}: every counted family is a symmetry with the window "
                 f"too (it masks scores, it reads no weight); it changes nothing on at most "
-                f"{window} tokens, where count --validate checks the count"
+                f"{window} token{'s' if window > 1 else ''}, where count --validate checks the "
+                "count"
                 + ("" if window >= SHRINK["tokens"] else
                    f" (--tokens {window}: its default {SHRINK['tokens']} tokens drop the window)")]
     if window >= tokens:
@@ -171,6 +172,11 @@ def window_notes(config: dict, tokens: int | None, use: str) -> list[str]:
             "attends to every token (the native network has no window), so what is certified is "
             f"the model without it; pass --tokens {window} to certify where the window changes "
             "nothing"]
+
+
+def window_dropped(notes: list[str]) -> bool:
+    """Whether `window_notes` dropped a sliding window from what was certified."""
+    return any(n.startswith("sliding_window") and "is dropped" in n for n in notes)
 
 
 def shrunk_spec_of(cfg: dict) -> hf.Spec:
