@@ -66,8 +66,9 @@ def _heads(cfg: dict) -> tuple[int, int]:
 
 def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = SHRINK["heads"],
                   head_dim: int | None = None, intermediate: int = SHRINK["intermediate"],
-                  tokens: int = SHRINK["tokens"], vocab: int | None = None
-                  ) -> tuple[dict, list[str]]:
+                  tokens: int = SHRINK["tokens"], vocab: int | None = None,
+                  hidden: int | None = None, kv_heads: int | None = None,
+                  any_vocab: bool = False) -> tuple[dict, list[str]]:
     """(the config scaled down, notes on what was changed beyond the sizes).
 
     Kept: the model type and every option (biases, norms, parallel blocks, tied embeddings,
@@ -78,7 +79,11 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
     vocabulary at most hidden + 2 leaves the embedding short of rank and creates directions of
     its own), the position table to the t tokens used. Scaled rotary frequencies are replaced
     by the default ones at the config's base (the rank does not depend on the angles as long as
-    they are distinct; the native model has no scaling)."""
+    they are distinct; the native model has no scaling).
+
+    `hidden` and `kv_heads` (default: heads x head_dim, and the grouping kept as above) and
+    `any_vocab` (any vocabulary of at least 2, not only above hidden + 2) let `dim --hf-config`
+    keep a config's own sizes (`hf_sizes`)."""
     cfg = dict(config)
     notes = []
     for old, new in _RENAMED.items():
@@ -93,10 +98,17 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
                         ("intermediate", intermediate), ("tokens", tokens)):
         check_int(f"shrink {name}", value, minimum=1, fix="Pass a small positive integer.")
     H, G = _heads(cfg)
-    d = heads * head_dim
-    V = d + 3 if vocab is None else check_int("shrink vocab", vocab, minimum=d + 3,
-                                                 fix=f"Pass a vocabulary above hidden + 2 = {d + 2}.")
+    d = heads * head_dim if hidden is None else check_int("shrink hidden", hidden, minimum=1)
+    V = d + 3 if vocab is None else (
+        check_int("shrink vocab", vocab, minimum=2) if any_vocab else
+        check_int("shrink vocab", vocab, minimum=d + 3,
+                  fix=f"Pass a vocabulary above hidden + 2 = {d + 2}."))
     kv = heads if G == H else (1 if G == 1 else max(1, heads // 2))
+    if kv_heads is not None:
+        kv = check_int("shrink kv_heads", kv_heads, minimum=1)
+        if heads % kv:
+            raise bad_value("shrink kv_heads", f"a divisor of the heads ({heads})", kv,
+                            "Pass kv_heads dividing heads.")
     sizes = {"hidden": d, "heads": heads, "layers": layers, "intermediate": intermediate,
              "positions": tokens}
     for what, names in _FIELDS.items():
