@@ -135,3 +135,31 @@ def test_check_builds_the_class_with_the_counted_parameters(model_type, capsys):
         assert row["model_class_parameters"] == row["n_params"] > 0
     if model_type not in hf.MODEL_TYPES:   # the registry path reads the config alone
         assert certify.full_size(hf.shipped_config(model_type))["model_class_parameters"] is None
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral"])
+def test_hf_config_default_shrink_settles_at_the_validated_count(model_type, capsys):
+    """`dim --hf-config` of a shipped RMSNorm config, default shrink (count --validate's:
+    hidden 4, vocabulary 7), measured on the native float64 network: settled at 182 = the
+    rules' count of the shrunk hidden state (it was ambiguous, 4-decade gaps, float32 paths)."""
+    path = str(hf.__file__).replace("hf.py", f"configs/{model_type}.json")
+    assert main(["dim", "--hf-config", path]) == 0
+    out = capsys.readouterr().out
+    assert "dimension       182  [numerical, settled" in out and "182 (agrees)" in out
+    assert "hidden 4" not in out.split("sizes changed")[0] and "hidden=4 " in out
+
+
+def test_hf_config_shrink_keeps_the_config_sizes(tmp_path, capsys):
+    """--shrink set to a tiny config's own sizes measures that config: 4 heads on 1 key/value
+    head stay so (688 parameters, = count), nothing is changed."""
+    cfg = {**hf.shipped_config("llama"), "hidden_size": 8, "num_attention_heads": 4,
+           "num_key_value_heads": 1, "head_dim": 2, "intermediate_size": 5,
+           "num_hidden_layers": 2, "vocab_size": 11, "rope_scaling": None}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["dim", "--hf-config", str(path), "--shrink",
+                 "layers=2,heads=4,head_dim=2,intermediate=5,vocab=11"]) == 0
+    out = capsys.readouterr().out
+    assert "kv_heads=1" in out and "none: the config's own sizes" in out
+    assert "parameters      688" in out
+    assert hf.count(hf.read_config(cfg))["n_params"] == 688
