@@ -106,7 +106,7 @@ def test_bad_configs_are_one_line(change, tmp_path):
 
 
 def test_count_json_and_table(capsys):
-    assert main(["count", "--model-type", "bert", "--json"]) == 0
+    assert main(["count", "--model-type", "bert", "--json", "--check"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model_class"] == "BertModel" and out["count"] < out["n_params"]
     assert out["model_class_parameters"] == out["n_params"]
@@ -314,7 +314,7 @@ def test_converted_families_counted_through_the_registry(capsys):
     expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_821_079_552, 3_806_365_184),
                 "falcon": (6_921_720_704, 6_920_569_728), "gpt_neox": (70_426_624, 69_879_417)}
     for mt, (n, count) in expected.items():
-        size = certify.full_size(hf.shipped_config(mt))
+        size = certify.full_size(hf.shipped_config(mt), check=True)
         assert (size["n_params"], size["count"], size["output"]) == (n, count, "logits")
         if hf.have_transformers():
             assert size["model_class_parameters"] == n

@@ -26,7 +26,7 @@ def test_full_size_hidden_state_counts():
     behind norms' (d (d - 1) / 2) are the logits' only; Falcon and GPT-NeoX counted too."""
     expected = {"qwen3": (596_049_920, 592_234_752), "phi3": (3_722_578_944, 3_712_584_704)}
     for mt, (n, count) in expected.items():
-        size = certify.full_size(hf.shipped_config(mt), output="hidden")
+        size = certify.full_size(hf.shipped_config(mt), output="hidden", check=True)
         assert (size["n_params"], size["count"], size["output"]) == (n, count, "hidden")
         names = {r["rule"] for r in size["rules"]}
         assert not names & {"final norm gain", "stream rotations behind norms"}
@@ -41,7 +41,7 @@ def test_full_size_hidden_state_counts():
     # in the hidden state (the all-ones part of each row of E, read once, by a layernorm)
     for mt, (n, count) in {"falcon": (6_921_720_704, 6_920_504_704),
                            "gpt_neox": (44_670_976, 44_255_098)}.items():
-        size = certify.full_size(hf.shipped_config(mt), output="hidden")
+        size = certify.full_size(hf.shipped_config(mt), output="hidden", check=True)
         assert (size["n_params"], size["count"]) == (n, count)
     falcon = certify.full_size(hf.shipped_config("falcon"))
     assert falcon["count"] - 6_920_504_704 == 65_024

@@ -26,14 +26,25 @@ def config_from_options(config: Optional[str], model_type: Optional[str]) -> tup
 def _class_check(result: dict) -> str:
     """Whether the model class built on the meta device has the result's n_params."""
     built = result.get("model_class_parameters")
-    return ("not checked: transformers is not installed" if built is None
-            else "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}")
+    if built is None:
+        return ("not checked: transformers is not installed" if result.get("checked")
+                else "not built; --check builds it")
+    return "equal" if built == result["n_params"] else f"DIFFERENT: {built:,}"
 
 
 def _parameters_line(result: dict, model_class: str) -> str:
-    """n_params, and whether `model_class` built on the meta device has as many."""
-    return (f"parameters       {result['n_params']:,} ({model_class} built on the meta device: "
-            f"{_class_check(result)})")
+    """n_params (from the config's fields), and whether `model_class` built on the meta device
+    has as many (with --check or --validate)."""
+    return (f"parameters       {result['n_params']:,} (from the config's fields; {model_class} "
+            f"on the meta device: {_class_check(result)})")
+
+
+def _check_differs(result: dict) -> bool:
+    """True where transformers' class was built and has a different parameter count (the
+    formulas do not describe it: an internal failure, exit 1)."""
+    rows = [result] + ([result["hidden"]] if isinstance(result.get("hidden"), dict) else [])
+    return any(r.get("model_class_parameters") not in (None, r.get("n_params")) for r in rows
+               if r.get("n_params") is not None)
 
 
 def _table(result: dict) -> str:
@@ -65,6 +76,7 @@ def _table(result: dict) -> str:
             f"{logits['count']:,} of {logits['n_params']:,} parameters ("
             + (changes or "tied logits: the same families as the hidden state") + ")"
             if logits["count"] is not None else f"not counted: {logits['why']}"))
+    lines += [f"note             {note}" for note in result.get("notes", [])]
     lines.append(f"rules            {result['docs']}")
     return "\n".join(lines)
 
@@ -91,6 +103,7 @@ def _registry_table(result: dict) -> str:
     hidden = result.get("hidden")
     if hidden is not None:
         lines.append(_hidden_line(result, hidden))
+    lines += [f"note             {note}" for note in result.get("notes", [])]
     lines.append("rules            docs/models.md#families-counted-through-the-registry")
     return "\n".join(lines)
 
@@ -133,8 +146,11 @@ def _validation_lines(check: dict) -> list[str]:
                      f"{row['counted_symmetry']}: "
                      + ("independent" if row["independent"] else "NOT shown independent")
                      + f" ({row['seconds']:.1f} s)")
-    lines.append("verdict          " + ("verified: certified == counted" if check["verified"]
-                                        else check["finding"]))
+    from ..models.certify import window_dropped  # noqa: PLC0415
+
+    lines.append("verdict          " + (("verified: certified == counted" + (
+        " (of the model without its sliding window: see the note)"
+        if window_dropped(check["notes"]) else "")) if check["verified"] else check["finding"]))
     return lines
 
 
@@ -160,10 +176,14 @@ def count_command(
     real_width: bool = typer.Option(False, "--real-width", help="With --validate: also check "
                                     "the families' independence over F_p at the config's own "
                                     "head width (2 layers; seconds to minutes)."),
+    check_class: bool = typer.Option(False, "--check", help="Also build transformers' model "
+                                     "class on the meta device and check that it has the "
+                                     "parameters counted from the config (imports "
+                                     "transformers; --validate does it too)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
-    from ..models import certify, convert, hf  # noqa: PLC0415
+    from ..models import certify, hf  # noqa: PLC0415
 
     if seed is not None:
         check_seed(seed)
@@ -177,22 +197,31 @@ def count_command(
     seed = 0 if seed is None else seed
     cfg, source = config_from_options(config, model_type)
     mt = cfg.get("model_type")
-    ruled = mt in hf.MODEL_TYPES
-    if not ruled and mt not in convert.CONVERTED:
-        supported = ", ".join(hf.MODEL_TYPES + tuple(convert.CONVERTED))
+    ruled = isinstance(mt, str) and mt in hf.MODEL_TYPES
+    if not ruled and not (isinstance(mt, str) and mt in hf.SHIPPED):
+        supported = ", ".join(hf.SHIPPED)
         raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules, or the "
                         "converter and the symmetry registry)", mt, "See docs/models.md.")
+    if numerical and not ruled:
+        raise bad_value("numerical", "given only for the families with counting rules ("
+                        + ", ".join(hf.MODEL_TYPES) + "; it measures transformers' base model)",
+                        mt, "Drop --numerical: --validate certifies the shrunk converted network.")
+    cfg = hf.check_config(cfg, source)
+    check_class = check_class or validate
     result: dict = {"model_type": mt}
     if not ruled:
-        result.update(certify.full_size(cfg))
-        result["hidden"] = certify.full_size(cfg, output="hidden")
+        result.update(certify.full_size(cfg, check=check_class))
+        result["hidden"] = certify.full_size(cfg, output="hidden", check=check_class)
+        result["hidden"]["checked"] = check_class
     if ruled:
         spec = hf.read_config(cfg, source=source)
         result = hf.count(spec)
         tied = bool(cfg.get("tie_word_embeddings", mt in ("gpt2", "gemma")))
         result["logits"] = certify.rules_count(spec, "logits", tied)
-        result["model_class_parameters"] = (hf.model_parameters(spec) if hf.have_transformers()
-                                            else None)
+        result["model_class_parameters"] = (hf.model_parameters(spec) if check_class
+                                            and hf.have_transformers() else None)
+        result["notes"] = certify.window_notes(cfg, None, "rules")
+    result["checked"] = check_class
     result["evidence"] = certify.real_width_evidence(cfg)
     check = None
     if validate:
@@ -229,5 +258,5 @@ def count_command(
             if "validation_hidden" in result:
                 print("\n".join(_validation_lines(result["validation_hidden"])))
     checks = [c for c in (check, result.get("validation_hidden")) if c is not None]
-    if any(not c["verified"] for c in checks):
+    if any(not c["verified"] for c in checks) or _check_differs(result):
         raise typer.Exit(EXIT_AMBIGUOUS)

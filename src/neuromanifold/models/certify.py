@@ -66,8 +66,9 @@ def _heads(cfg: dict) -> tuple[int, int]:
 
 def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = SHRINK["heads"],
                   head_dim: int | None = None, intermediate: int = SHRINK["intermediate"],
-                  tokens: int = SHRINK["tokens"], vocab: int | None = None
-                  ) -> tuple[dict, list[str]]:
+                  tokens: int = SHRINK["tokens"], vocab: int | None = None,
+                  hidden: int | None = None, kv_heads: int | None = None,
+                  any_vocab: bool = False) -> tuple[dict, list[str]]:
     """(the config scaled down, notes on what was changed beyond the sizes).
 
     Kept: the model type and every option (biases, norms, parallel blocks, tied embeddings,
@@ -78,7 +79,11 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
     vocabulary at most hidden + 2 leaves the embedding short of rank and creates directions of
     its own), the position table to the t tokens used. Scaled rotary frequencies are replaced
     by the default ones at the config's base (the rank does not depend on the angles as long as
-    they are distinct; the native model has no scaling)."""
+    they are distinct; the native model has no scaling).
+
+    `hidden` and `kv_heads` (default: heads x head_dim, and the grouping kept as above) and
+    `any_vocab` (any vocabulary of at least 2, not only above hidden + 2) let `dim --hf-config`
+    keep a config's own sizes (`hf_sizes`)."""
     cfg = dict(config)
     notes = []
     for old, new in _RENAMED.items():
@@ -93,10 +98,17 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
                         ("intermediate", intermediate), ("tokens", tokens)):
         check_int(f"shrink {name}", value, minimum=1, fix="Pass a small positive integer.")
     H, G = _heads(cfg)
-    d = heads * head_dim
-    V = d + 3 if vocab is None else check_int("shrink vocab", vocab, minimum=d + 3,
-                                                 fix=f"Pass a vocabulary above hidden + 2 = {d + 2}.")
+    d = heads * head_dim if hidden is None else check_int("shrink hidden", hidden, minimum=1)
+    V = d + 3 if vocab is None else (
+        check_int("shrink vocab", vocab, minimum=2) if any_vocab else
+        check_int("shrink vocab", vocab, minimum=d + 3,
+                  fix=f"Pass a vocabulary above hidden + 2 = {d + 2}."))
     kv = heads if G == H else (1 if G == 1 else max(1, heads // 2))
+    if kv_heads is not None:
+        kv = check_int("shrink kv_heads", kv_heads, minimum=1)
+        if heads % kv:
+            raise bad_value("shrink kv_heads", f"a divisor of the heads ({heads})", kv,
+                            "Pass kv_heads dividing heads.")
     sizes = {"hidden": d, "heads": heads, "layers": layers, "intermediate": intermediate,
              "positions": tokens}
     for what, names in _FIELDS.items():
@@ -121,10 +133,62 @@ def shrunk_config(config: dict, *, layers: int = SHRINK["layers"], heads: int = 
         cfg["rope_scaling"] = None
         notes.append(f"rotary scaling {scaling.get('rope_type', scaling.get('type'))!r} replaced "
                      "by the default frequencies at the same base")
-    for name in ("sliding_window",):
-        if cfg.get(name) is not None and cfg[name] < tokens:
-            cfg[name] = None
+    window = sliding_window(cfg)
+    if window is not None and window < tokens:
+        cfg["sliding_window"] = None
+    notes += window_notes(config, tokens, "validate")
     return cfg, notes
+
+
+def sliding_window(config: dict) -> int | None:
+    """The sliding window transformers' class of `config` applies (`sliding_window`: every
+    token attends to the window's last tokens, itself included), or None: Mistral and Phi-3
+    wherever it is set, Qwen2 and Qwen3 only with `use_sliding_window`, no other family."""
+    mt, window = config.get("model_type"), config.get("sliding_window")
+    if window is None or mt not in hf.WINDOW_ALWAYS + hf.WINDOW_SWITCHED:
+        return None
+    if mt in hf.WINDOW_SWITCHED and config.get("use_sliding_window") is not True:
+        return None
+    return window
+
+
+def window_notes(config: dict, tokens: int | None, use: str) -> list[str]:
+    """What a config's sliding window does to what is computed on `tokens` tokens (`use`:
+    'rules', the counting rules, which read no tokens; 'count', the converted network counted
+    on `tokens` tokens; 'validate', the shrunk network certified on them; docs/models.md#sliding-windows).
+    A window at least t tokens wide changes nothing on t tokens; a narrower one masks scores,
+    which the native network has not: it is dropped where it is, and the note says so."""
+    given, window = config.get("sliding_window"), sliding_window(config)
+    if given is None:
+        return []
+    if window is None:
+        why = ("use_sliding_window is not true" if config.get("model_type") in hf.WINDOW_SWITCHED
+               else f"transformers' {config.get('model_type')} class has no sliding window")
+        return [f"sliding_window {given} is ignored: {why}, so every token attends to every "
+                "token before it"]
+    if use == "rules":
+        return [f"sliding_window {window}: every counted family is a symmetry with the window "
+                f"too (it masks scores, it reads no weight); it changes nothing on at most "
+                f"{window} token{'s' if window > 1 else ''}, where count --validate checks the "
+                "count"
+                + ("" if window >= SHRINK["tokens"] else
+                   f" (--tokens {window}: its default {SHRINK['tokens']} tokens drop the window)")]
+    if window >= tokens:
+        return [f"sliding_window {window} >= t = {tokens} tokens: it changes nothing on "
+                f"{tokens} tokens (each token sees all of them)"]
+    if use == "count":
+        return [f"sliding_window {window} is narrower than the {SHRINK['tokens']} tokens counted "
+                f"by default: counted on t = {window} tokens, where it changes nothing (on "
+                "longer sequences it masks scores, which the native network does not have)"]
+    return [f"sliding_window {window} < t = {tokens} tokens is dropped: the shrunk network "
+            "attends to every token (the native network has no window), so what is certified is "
+            f"the model without it; pass --tokens {window} to certify where the window changes "
+            "nothing"]
+
+
+def window_dropped(notes: list[str]) -> bool:
+    """Whether `window_notes` dropped a sliding window from what was certified."""
+    return any(n.startswith("sliding_window") and "is dropped" in n for n in notes)
 
 
 def shrunk_spec_of(cfg: dict) -> hf.Spec:
@@ -339,18 +403,27 @@ def native_network(config: dict, tokens: int, output: str | None = None):
     return replace(arch, hidden_output=True, tied=False)
 
 
-def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None = None) -> dict:
+def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None = None,
+              check: bool = False) -> dict:
     """`registry_rules` of the full-size converted network of `config` on `tokens` tokens (the
-    layout alone: no weights) for `output` (`native_network`: logits by default, BERT's hidden
-    state), with the parameters of transformers' model class built on the meta device
-    (`model_class_parameters`, None without transformers)."""
+    layout alone, read from the config's fields: no weights, no transformers) for `output`
+    (`native_network`: logits by default, BERT's hidden state); on fewer tokens where a sliding
+    window is narrower (`window_notes`, under `notes`). With `check`, the parameters of
+    transformers' model class built on the meta device (`model_class_parameters`; None
+    without transformers or `check`)."""
+    config = hf.check_config(config)
+    window = sliding_window(config)
+    notes = window_notes(config, tokens, "count")
+    if window is not None and window < tokens:
+        tokens = window
     arch = native_network(config, tokens, output)
     out = registry_rules(arch)
     out["architecture"] = str(arch)
     out["tied"] = arch.tied
     out["tokens"] = tokens
+    out["notes"] = notes
     out["model_class_parameters"] = (model_class_parameters(config, out["output"])
-                                     if hf.have_transformers() else None)
+                                     if check and hf.have_transformers() else None)
     return out
 
 
@@ -410,6 +483,7 @@ def validate(config: dict, *, seed: int = 0, progress=None, precision: int | Non
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
     seed = check_seed(seed)
+    config = hf.check_config(config)
     shrink = {**FAMILY_SHRINK.get(config.get("model_type"), {}), **shrink}
     small_cfg, notes = shrunk_config(config, **shrink)
     tokens = shrink.get("tokens", SHRINK["tokens"])

@@ -113,17 +113,181 @@ MAX_CONFIG_SIZE = 2 ** 24
 MAX_CONFIG_LAYERS = 1_000
 
 
-def _size(name: str, value: object, minimum: int, cap: int) -> int:
+def _size(name: str, value: object, minimum: int, cap: int,
+          fix: str = "Use the published value.") -> int:
     """A config's size field as an int in [minimum, cap], or one line naming the field."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and not value.is_integer()):
         raise bad_value(name, f"a whole number >= {minimum}", value,
                         "Use the published value (a JSON integer, without quotes).")
-    value = int(value)
     if not minimum <= value <= cap:
-        raise bad_value(name, f"a whole number from {minimum} to {cap:,}", value,
+        raise bad_value(name, f"a whole number from {minimum} to {cap:,}", value, fix)
+    return int(value)
+
+
+# Every config field `count` (and `dim --hf-config`) reads, per family: the rules
+# (`read_config`), the converter (`convert.from_config`) and the shrink (`certify`), checked by
+# `check_config` before anything else reads the config or transformers sees it. Sizes:
+# (field, what it is, required, cap kind); the rest by kind.
+_WIDTH, _HEADS, _LAYERS, _TABLE = "width", "heads", "layers", "table"
+# The converted families' caps are the native network's (`core.limits`): a hidden width past
+# them would be refused there naming `widths`, an option `count` does not have.
+_CAPS = {_WIDTH: MAX_CONFIG_SIZE, _HEADS: MAX_CONFIG_SIZE, _LAYERS: MAX_CONFIG_LAYERS,
+         _TABLE: MAX_CONFIG_SIZE}
+_NATIVE_CAPS = {_WIDTH: 100_000, _HEADS: 1_024, _LAYERS: MAX_CONFIG_LAYERS, _TABLE: MAX_CONFIG_SIZE}
+_ROTARY_SIZES = (("hidden_size", "the hidden width", True, _WIDTH),
+                 ("num_attention_heads", "the number of query heads", True, _HEADS),
+                 ("num_hidden_layers", "the number of layers", True, _LAYERS),
+                 ("intermediate_size", "the MLP width", True, _WIDTH),
+                 ("vocab_size", "the vocabulary", True, _TABLE),
+                 ("num_key_value_heads", "the key/value heads", False, _HEADS),
+                 ("head_dim", "the head width", False, _WIDTH),
+                 ("max_position_embeddings", "the positions", False, _TABLE))
+_ROTARY_FIELDS = {"flags": ("attention_bias", "mlp_bias", "tie_word_embeddings",
+                            "use_sliding_window"),
+                  "numbers": ("rms_norm_eps", "rope_theta"), "fractions": ("partial_rotary_factor",),
+                  "names": ("hidden_act", "hidden_activation"),
+                  "tables": ("rope_scaling", "rope_parameters")}
+CONFIG_FIELDS = {
+    "gpt2": {"sizes": (("n_embd", "the hidden width", True, _WIDTH),
+                       ("n_head", "the number of heads", True, _HEADS),
+                       ("n_layer", "the number of layers", True, _LAYERS),
+                       ("vocab_size", "the vocabulary", True, _TABLE),
+                       ("n_positions", "the positions", True, _TABLE),
+                       ("n_inner", "the MLP width", False, _WIDTH),
+                       ("n_ctx", "the context length", False, _TABLE)),
+             "flags": ("tie_word_embeddings", "scale_attn_by_inverse_layer_idx",
+                       "scale_attn_weights"),
+             "numbers": ("layer_norm_epsilon",), "names": ("activation_function",)},
+    "bert": {"sizes": (("hidden_size", "the hidden width", True, _WIDTH),
+                       ("num_attention_heads", "the number of heads", True, _HEADS),
+                       ("num_hidden_layers", "the number of layers", True, _LAYERS),
+                       ("intermediate_size", "the MLP width", True, _WIDTH),
+                       ("vocab_size", "the vocabulary", True, _TABLE),
+                       ("max_position_embeddings", "the positions", True, _TABLE),
+                       ("type_vocab_size", "the token types", True, _TABLE)),
+             "flags": ("is_decoder", "tie_word_embeddings"), "numbers": ("layer_norm_eps",),
+             "names": ("hidden_act", "position_embedding_type")},
+    **{mt: {"sizes": _ROTARY_SIZES, **_ROTARY_FIELDS}
+       for mt in ("llama", "mistral", "qwen2", "gemma", "qwen3", "phi3")},
+    "gpt_neox": {"sizes": _ROTARY_SIZES[:5] + _ROTARY_SIZES[7:],
+                 "flags": ("attention_bias", "tie_word_embeddings", "use_parallel_residual"),
+                 "numbers": ("layer_norm_eps", "rope_theta", "rotary_emb_base"),
+                 "fractions": ("rotary_pct", "partial_rotary_factor"), "names": ("hidden_act",),
+                 "tables": ("rope_scaling", "rope_parameters")},
+    "falcon": {"sizes": _ROTARY_SIZES[:3] + _ROTARY_SIZES[4:5] + (
+                   ("ffn_hidden_size", "the MLP width", False, _WIDTH),
+                   ("num_kv_heads", "the key/value heads", False, _HEADS),
+                   ("max_position_embeddings", "the positions", False, _TABLE)),
+               "flags": ("alibi", "new_decoder_architecture", "parallel_attn", "multi_query",
+                         "bias", "tie_word_embeddings"),
+               "numbers": ("layer_norm_epsilon", "rope_theta"), "names": ("activation",),
+               "tables": ("rope_scaling", "rope_parameters")},
+}
+# Families whose sliding window (`sliding_window`) is used: always where set, or only with
+# `use_sliding_window` (transformers' classes; Llama, Gemma and GPT-2 have none).
+WINDOW_ALWAYS = ("mistral", "phi3")
+WINDOW_SWITCHED = ("qwen2", "qwen3")
+
+
+def check_config(config: dict, source: str = "config") -> dict:
+    """`config` with every field `count` reads checked and its sizes as ints (`CONFIG_FIELDS`):
+    one line naming `<source>: <field>` for a missing, mistyped or out-of-range field, before
+    the rules, the converter or transformers read it. The model type is checked by the caller
+    (a type outside CONFIG_FIELDS is returned unchanged)."""
+    mt = config.get("model_type")
+    fields = CONFIG_FIELDS.get(mt) if isinstance(mt, str) else None
+    if fields is None:
+        return config
+    caps = _CAPS if mt in MODEL_TYPES else _NATIVE_CAPS
+    cfg = dict(config)
+    for name, what, required, kind in fields["sizes"]:
+        value = cfg.get(name)
+        if value is None:
+            if required:
+                raise bad_value(f"{source}: {name}", f"given ({what})", "missing",
+                                f"Add \"{name}\" to the config, as in the published config.json.")
+            continue
+        cfg[name] = _size(f"{source}: {name}", value, 1, caps[kind])
+    for name in fields.get("flags", ()):
+        value = cfg.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise bad_value(f"{source}: {name}", "true or false (a JSON boolean)", value,
+                            f"Write \"{name}\": true or false without quotes, as in the "
+                            "published config.json.")
+    for name in fields.get("numbers", ()):
+        _positive_number(f"{source}: {name}", cfg.get(name))
+    for name in fields.get("fractions", ()):
+        _fraction(f"{source}: {name}", cfg.get(name))
+    for name in fields.get("names", ()):
+        value = cfg.get(name)
+        if value is not None and not isinstance(value, str):
+            raise bad_value(f"{source}: {name}", "a name in quotes (a JSON string)", value,
+                            "Use the published value, e.g. \"silu\" or \"gelu\".")
+    for name in fields.get("tables", ()):
+        value = cfg.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise bad_value(f"{source}: {name}", "an object such as {\"rope_type\": \"default\"} "
+                            "or null", value, f"Write \"{name}\" as in the published config.json "
+                            "(null for the default rotary frequencies).")
+        for key in ("rope_type", "type"):
+            if value.get(key) is not None and not isinstance(value[key], str):
+                raise bad_value(f"{source}: {name}.{key}", "a name in quotes (a JSON string)",
+                                value[key], "Use the published value, e.g. \"default\".")
+        _positive_number(f"{source}: {name}.rope_theta", value.get("rope_theta"))
+        _fraction(f"{source}: {name}.partial_rotary_factor", value.get("partial_rotary_factor"))
+    if mt == "falcon":
+        ln = cfg.get("num_ln_in_parallel_attn")
+        if ln is not None and (isinstance(ln, bool) or ln not in (1, 2)):
+            raise bad_value(f"{source}: num_ln_in_parallel_attn", "1 or 2 (or null)", ln,
+                            "Use the published value (2 in the new decoder architecture).")
+    if mt in WINDOW_ALWAYS + WINDOW_SWITCHED:
+        window = cfg.get("sliding_window")
+        if window is not None:
+            cfg["sliding_window"] = _size(f"{source}: sliding_window", window, 1, MAX_CONFIG_SIZE,
+                                          "Use the published value (null for no window).")
+    _check_heads(cfg, mt, source)
+    return cfg
+
+
+def _positive_number(name: str, value: object) -> None:
+    """A config's positive finite number (an epsilon, a rotary base), or one line naming it."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value <= 0:
+        raise bad_value(name, "a positive finite number (a JSON number, without quotes)", value,
                         "Use the published value.")
-    return value
+
+
+def _fraction(name: str, value: object) -> None:
+    """A config's fraction in (0, 1] (a partial rotary factor), or one line naming it."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 < value <= 1:
+        raise bad_value(name, "a number in (0, 1] (the rotated fraction of a head)", value,
+                        "Use the published value, e.g. 0.25 or 1.0.")
+
+
+def _check_heads(cfg: dict, mt: str, source: str) -> None:
+    """The head structure the converter reads: hidden divisible by the heads where no head width
+    is given, the key/value heads dividing the query heads."""
+    hidden, heads = ("n_embd", "n_head") if mt == "gpt2" else ("hidden_size",
+                                                                "num_attention_heads")
+    d, H = cfg[hidden], cfg[heads]
+    own_width = mt in ("llama", "mistral", "qwen2", "gemma", "phi3")   # head_dim may be given
+    if d % H and mt != "qwen3" and not (own_width and cfg.get("head_dim") is not None):
+        raise bad_value(f"{source}: {hidden}", f"divisible by {heads} ({H})", d,
+                        f"Fix {hidden} or {heads}" + (" (or give head_dim)." if own_width
+                                                      else "."))
+    for name in ("num_key_value_heads", "num_kv_heads"):
+        G = cfg.get(name)
+        if G is not None and H % G:
+            raise bad_value(f"{source}: {name}", f"a divisor of {heads} ({H})", G,
+                            f"Fix {name}.")
 
 
 def read_config(config, source: str = "config") -> Spec:
