@@ -232,17 +232,23 @@ def test_flint_matrix_reduces_and_reads_strided_arrays(monkeypatch, list_entries
     assert fp.to_nmod_mat(m, 7).tolist() == [[int(x) % 7 for x in row] for row in m.tolist()]
 
 
-def test_a_tangent_outside_the_kernel_is_caught(monkeypatch):
-    """A wrong symmetry tangent (here e_0, which moves phi) stops the run instead of certifying."""
+@pytest.mark.parametrize("numpy_route", [True, False])
+def test_a_tangent_outside_the_kernel_is_caught(monkeypatch, numpy_route):
+    """A wrong symmetry tangent (here e_0, which moves phi) stops the run instead of certifying,
+    on the numpy route and on the torch one."""
     from neuromanifold.dimension import exact as exact_module
     from neuromanifold.errors import ComputationError
     real = exact_module.all_symmetry_tangents
+    if not numpy_route:
+        monkeypatch.setattr(exact_module, "NUMPY_MAX_PARAMS", 0)
 
     def with_wrong_row(arch, weights, p):
         rows, labels, skipped = real(arch, weights, p)
-        wrong = torch.zeros((1, rows.shape[1]), dtype=torch.int64)
+        assert isinstance(rows, np.ndarray) == numpy_route
+        wrong = rows[:1] * 0
         wrong[0, 0] = 1
-        return torch.cat([rows, wrong]), labels + ["wrong"], skipped
+        both = np.concatenate([rows, wrong]) if numpy_route else torch.cat([rows, wrong])
+        return both, labels + ["wrong"], skipped
 
     monkeypatch.setattr(exact_module, "all_symmetry_tangents", with_wrong_row)
     with pytest.raises(ComputationError, match="not in the kernel of the exact Jacobian"):

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import importlib
 import logging
 import signal
 import sys
 import threading
+import types
 import warnings
 
 import typer
@@ -98,6 +100,43 @@ def _flags_without_metavar() -> None:
 
 _flags_without_metavar()
 
+
+# NOTE: [help without markdown-it and pygments]
+# typer's rich help (`typer.rich_utils`) imports rich.markdown (markdown-it) and rich.traceback
+# (pygments) when it is first imported, about a third of `--help`'s wall time, yet uses them
+# only in markdown markup mode and in its pretty tracebacks, neither of which this app shows.
+# For a help request, rich_utils is imported with stand-ins for the two classes; a stand-in
+# that is ever called builds the real object (importing its module then). The stand-in
+# modules are removed from sys.modules at once, so any later import gets the real modules.
+
+def _stand_in(module: str, name: str) -> type:
+    """A class whose construction (or `from_exception`) returns the real `module.name`'s."""
+    def real():
+        return getattr(importlib.import_module(module), name)
+
+    def new(_cls, *args, **kwargs):
+        return real()(*args, **kwargs)
+
+    return type(name, (), {"__new__": new, "from_exception": staticmethod(
+        lambda *args, **kwargs: real().from_exception(*args, **kwargs))})
+
+
+def _light_rich_help() -> None:
+    """Import typer's rich help module with stand-ins for markdown and tracebacks (NOTE above)."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    stand_ins = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+    missing = [m for m in stand_ins if m not in sys.modules]
+    for module in missing:
+        stub = types.ModuleType(module)
+        setattr(stub, stand_ins[module], _stand_in(module, stand_ins[module]))
+        sys.modules[module] = stub
+    try:
+        importlib.import_module("typer.rich_utils")
+    finally:
+        for module in missing:
+            del sys.modules[module]
+
 EXIT_INTERRUPTED = 130
 
 
@@ -110,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"] or ["--help"]
+    if "--help" in args:
+        _light_rich_help()
     interrupted: list[int] = []
     try:
         with _interrupts_recorded(interrupted, mute=not (debug or argv is not None)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -591,7 +592,17 @@ class Architecture:
 
 
 def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
-    """(name, shape, offset) of every parameter block of a block network, in order.
+    """(name, shape, offset) of every parameter block of a block network, in order (worked out
+    once per network and process: `_block_layout`; a fresh list each call).
+    """
+    return list(_block_layout(arch))
+
+
+@functools.lru_cache(maxsize=256)
+def _block_layout(arch: Architecture) -> tuple[tuple[str, tuple[int, int], int], ...]:
+    """`block_layout`, kept per network (an Architecture is frozen and hashable): n_params and
+    the layout are read dozens of times in one call on a block network.
+
 
     Per layer i: g_i (d_{i-1} x 1, attention norm gain; only with a norm); for each head h:
     Q_i_h, K_i_h (a_i x d_{i-1}), then V_i_h (d_i x d_{i-1}) or, with value widths, W_i_h
@@ -693,7 +704,7 @@ def block_layout(arch: Architecture) -> list[tuple[str, tuple[int, int], int]]:
             add("cf", (arch.widths[-1], 1))
     if arch.vocab is not None and not arch.tied and not arch.hidden_output:
         add("L", (arch.vocab, arch.widths[-1]))
-    return layout
+    return tuple(layout)
 
 
 def check_architecture(arch: object) -> None:

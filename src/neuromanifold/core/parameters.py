@@ -5,22 +5,25 @@
 - `VirtualWeights`: (A'_1, ..., A'_l, V') of Eq. 8, with A'_i = P_{i-1}^T A_i P_{i-1} in
   R^{d_0 x d_0}, P_{i-1} = V_{i-1} ... V_1 (P_0 = I) and V' = V_l ... V_1 in R^{d_l x d_0}.
 
-Tensors are torch float64 by default; any torch dtype works for the maps.
+Tensors are torch float64 by default; any torch dtype works for the maps. Integer numpy arrays
+work too where no float is formed (`LayerWeights`, `value_products`: the F_p path of
+`dimension.modular`), so this module imports torch only inside the functions that need it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from .architecture import Architecture, check_architecture
 from .checks import bad_value, check_int, check_seed
 from .seeds import seeded_generator
 from .rank import numerical_rank
 
-DTYPE = torch.float64
+if TYPE_CHECKING:
+    import torch
+
 # Integers up to this size survive float64 storage and the products the exact paths form
 # (A = Q^T K with a < 32 stays below 2^53); larger "integers" may already be rounded.
 EXACT_INTEGER_LIMIT = 2 ** 24
@@ -35,7 +38,14 @@ def value_products(Vs, matmul=None) -> list:
     """
     product = matmul or (lambda A, B: A @ B)
     first = Vs[0]
-    P = torch.eye(first.shape[1], dtype=first.dtype, device=first.device)
+    if type(first).__module__ == "numpy":  # integer residues of the F_p path: no torch
+        import numpy as np  # noqa: PLC0415
+
+        P = np.eye(first.shape[1], dtype=first.dtype)
+    else:
+        import torch  # noqa: PLC0415
+
+        P = torch.eye(first.shape[1], dtype=first.dtype, device=first.device)
     out = [P]
     for V in Vs:
         P = product(V, P)
@@ -45,6 +55,8 @@ def value_products(Vs, matmul=None) -> list:
 
 def integral_tensors(*tensors: torch.Tensor) -> bool:
     """True when every entry is a finite whole number of size <= EXACT_INTEGER_LIMIT."""
+    import torch  # noqa: PLC0415
+
     return all(bool(torch.all(torch.isfinite(t))) and bool(torch.all(t == torch.round(t)))
                and bool(torch.all(t.abs() <= EXACT_INTEGER_LIMIT)) for t in tensors)
 
@@ -96,6 +108,8 @@ class AttentionWeights:
 
         Raises ValueError when rank A_i > a_i, since no such factorisation exists.
         """
+        import torch  # noqa: PLC0415
+
         Qs, Ks = [], []
         for i, (A, a) in enumerate(zip(self.A, arch.keys), start=1):
             U, s, Vh = torch.linalg.svd(A)
@@ -134,6 +148,8 @@ class VirtualWeights:
 
 def flatten(weights: LayerWeights) -> torch.Tensor:
     """One parameter vector: Q_1, K_1, V_1, Q_2, ... each flattened row-major."""
+    import torch  # noqa: PLC0415
+
     blocks = []
     for q, k, v in zip(weights.Q, weights.K, weights.V):
         blocks += [q.reshape(-1), k.reshape(-1), v.reshape(-1)]
@@ -185,24 +201,34 @@ def weight_scales(arch: Architecture) -> list[dict[str, float]]:
     return scales
 
 
-def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype = DTYPE,
+def random_weights(arch: Architecture, seed: int = 0, *, dtype: torch.dtype | None = None,
                    device: str | torch.device = "cpu") -> LayerWeights:
-    """Seeded Gaussian weights, scaled by `weight_scales` (generic with probability one)."""
+    """Seeded Gaussian weights, scaled by `weight_scales` (generic with probability one).
+
+    Drawn in float64 and converted to `dtype` (default float64)."""
+    import torch  # noqa: PLC0415
+
+    dtype = torch.float64 if dtype is None else dtype
     check_architecture(arch)
     gen = seeded_generator(check_seed(seed), "weights")
     Qs, Ks, Vs = [], [], []
     for shapes, scale in zip(arch.layer_shapes(), weight_scales(arch)):
         for name, bucket in (("Q", Qs), ("K", Ks), ("V", Vs)):
-            sample = torch.randn(shapes[name], generator=gen, dtype=DTYPE) * scale[name]
+            sample = torch.randn(shapes[name], generator=gen, dtype=torch.float64) * scale[name]
             bucket.append(sample.to(dtype=dtype, device=device))
     return LayerWeights(tuple(Qs), tuple(Ks), tuple(Vs))
 
 
-def random_inputs(arch: Architecture, n_samples: int, seed: int = 0, *, dtype: torch.dtype = DTYPE,
+def random_inputs(arch: Architecture, n_samples: int, seed: int = 0, *,
+                  dtype: torch.dtype | None = None,
                   device: str | torch.device = "cpu") -> torch.Tensor:
-    """N seeded standard normal input sequences, shape (N, d_0, t) (tokens are columns)."""
+    """N seeded standard normal input sequences, shape (N, d_0, t) (tokens are columns), drawn
+    in float64 and converted to `dtype` (default float64)."""
+    import torch  # noqa: PLC0415
+
+    dtype = torch.float64 if dtype is None else dtype
     check_architecture(arch)
     n_samples = check_int("n_samples", n_samples, minimum=1, fix="Pass a positive number of samples.")
     gen = seeded_generator(check_seed(seed), "inputs")
-    X = torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen, dtype=DTYPE)
+    X = torch.randn((n_samples, arch.widths[0], arch.tokens), generator=gen, dtype=torch.float64)
     return X.to(dtype=dtype, device=device)

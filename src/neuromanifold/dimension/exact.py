@@ -10,6 +10,10 @@ Routes: the paper's model (one head, unfactored values, no residual, MLP or norm
 reverse pass mod p with the gauge and the staircase rank above; every other polynomial network
 (heads, value widths, residuals, square MLPs) takes the forward-mode duals of `fp_dual` with the
 registry's tangents mod p (`_forward_dual_exact_dim`).
+
+The paper's model runs on numpy int64 arrays when it is small (`use_numpy`): the same draws and
+the same integers as on torch (`core.seeds.ResidueStream`), without importing torch, whose
+import is most of a small answer's wall time.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import torch
+import numpy as np
 
 from ..errors import ComputationError
 from ..core.architecture import Architecture, check_architecture
@@ -29,20 +34,24 @@ from .fp import DEFAULT_PRIME, check_prime, rank_mod_p
 from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim, general
 from .modular import (all_symmetry_tangents, check_word_prime, jacobian_rows_mod_p, matmul_mod,
                       random_residues, random_weights_mod_p, staircase_rank_mod_p)
-from ..core.seeds import seeded_generator
-from ..core.tokens import input_stream
+from ..core.seeds import seeded_generator, seeded_residues
 from .memory import EXACT_CHUNK_BYTES as _CHUNK_BYTES  # int64 rows and reverse-mode intermediates
 from .memory import exact_first_samples
 from .plan import Plan, exact_plan
-from .fp_dual import degree_bound as dual_degree_bound
-from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p
-from ..symmetries.registry import tangent_rows
 from .fp import pivot_columns_mod_p
+
+if TYPE_CHECKING:
+    import torch
 
 
 # Measurements of the exact block rank before it stops (status `stopped`): each round adds half
 # of N, and a generic rank is met within two or three.
 _MAX_ROUNDS = 6
+
+# The paper's model up to this many parameters takes its exact rank on numpy (no torch import);
+# larger ones on torch, whose int64 products are 2-3x numpy's on 72-wide blocks (measured:
+# (2000 x 24) @ (24 x 5000) in 0.05 s against 0.16 s) while small products are faster on numpy.
+NUMPY_MAX_PARAMS = 4096
 
 # Default cap on the bytes of Jacobian rows kept for the rank (int64 rows and their two flint
 # copies): 72^4 / 24^3, t = 16 needs 4.5 GiB for its first pass.
@@ -100,6 +109,11 @@ def saturation_probability(arch: Architecture, rank_bound: int, p: int, batch: i
     return min(1.0, rank_bound * degree_bound(arch) / p + rounds * miss)
 
 
+def use_numpy(arch: Architecture) -> bool:
+    """True when the reverse F_p route of `arch` runs on numpy arrays (see NUMPY_MAX_PARAMS)."""
+    return arch.n_params <= NUMPY_MAX_PARAMS
+
+
 def rows_per_sample(arch: Architecture) -> int:
     """Cotangents per input sample: about t^2 (+ t), new directions per sample (docs/math/method.md)."""
     return min(arch.widths[-1] * arch.tokens, arch.tokens ** 2 + arch.tokens)
@@ -117,7 +131,12 @@ def _sample_rows(arch: Architecture, weights, n_new: int, n_rows: int, p: int,
     per_sample = n_rows * (arch.n_params + 6 * max(arch.widths) * arch.tokens * arch.n_layers) * 8
     chunk = max(1, _CHUNK_BYTES // per_sample)
     width = arch.n_params if columns is None else len(columns)
-    out = torch.empty((n_new * n_rows, width), dtype=torch.int64)
+    if isinstance(weights.V[0], np.ndarray):
+        out = np.empty((n_new * n_rows, width), dtype=np.int64)
+    else:
+        import torch  # noqa: PLC0415
+
+        out = torch.empty((n_new * n_rows, width), dtype=torch.int64)
     for start in range(0, n_new, chunk):
         n = min(chunk, n_new - start)
         X = random_residues((n, arch.widths[0], arch.tokens), p, gen)
@@ -128,6 +147,13 @@ def _sample_rows(arch: Architecture, weights, n_new: int, n_rows: int, p: int,
             check = None
         out[start * n_rows: (start + n) * n_rows] = rows if columns is None else rows[:, columns]
     return out
+
+
+def _torch_cat(blocks: list) -> torch.Tensor:
+    """torch.cat of torch row blocks (torch imported only on the torch route)."""
+    import torch  # noqa: PLC0415
+
+    return torch.cat(blocks)
 
 
 def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None = None, seed: int = 0,
@@ -171,7 +197,8 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()
     t_jac = t_rank = 0.0
-    gen = seeded_generator(seed, "exact")
+    # numpy or torch: the same draws (`ResidueStream`), so the same integers and the same answer
+    gen = seeded_residues(seed, "exact") if use_numpy(arch) else seeded_generator(seed, "exact")
     weights = random_weights_mod_p(arch, p, gen)
     notes: list[str] = []
 
@@ -188,9 +215,13 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
         say(f"upper bound n_params - rank_p(tangents) = {arch.n_params} - {tangent_rank} = {upper} "
             f"({time.perf_counter() - t1:.1f} s)")
         # rank J = rank J[:, free] when J T^T = 0 and T[:, pivots] has full row rank (NOTE below).
-        keep = torch.ones(arch.n_params, dtype=torch.bool)
+        keep = np.ones(arch.n_params, dtype=bool)
         keep[pivots] = False
-        free_columns = keep.nonzero().flatten()
+        free_columns = np.flatnonzero(keep)
+        if not isinstance(tangents, np.ndarray):
+            import torch  # noqa: PLC0415
+
+            free_columns = torch.from_numpy(free_columns)
         notes += [f"symmetry block skipped (soundness check failed): {s}" for s in skipped]
     target = arch.n_params if upper is None else upper
     # Rows to aim for: the upper bound, or without one the larger closed form (only sizes N;
@@ -211,7 +242,7 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
     def check_kernel(rows: torch.Tensor) -> None:
         # Every tangent must lie in ker J: check it on the first rows before relying on it.
         nonlocal tangents
-        if bool(matmul_mod(tangents, rows[:64].T.contiguous(), p).any()):
+        if bool(matmul_mod(tangents, rows[:64].T, p).any()):
             raise ComputationError("a symmetry tangent is not in the kernel of the exact Jacobian: "
                                    "the upper bound would be unsound (a bug; please report it).")
         tangents = None   # 2.5 GB at 72^4 / 24^3: freed before the other rows are built
@@ -226,9 +257,10 @@ def exact_dim(arch: Architecture, *, certify: bool = True, samples: int | None =
 
     def measure() -> int:
         t1 = time.perf_counter()
-        if len(blocks) > 1:
-            blocks[:] = [torch.cat(blocks)]   # one copy of the rows, not the blocks and their union
-        rank = rank_mod_p(blocks[0].numpy(), p, say)
+        if len(blocks) > 1:   # one copy of the rows, not the blocks and their union
+            blocks[:] = [np.concatenate(blocks) if isinstance(blocks[0], np.ndarray)
+                         else _torch_cat(blocks)]
+        rank = rank_mod_p(np.asarray(blocks[0]), p, say)
         clock["rank"] += time.perf_counter() - t1
         say(f"exact rank over F_p {rank} ({time.perf_counter() - t1:.1f} s)")
         return rank
@@ -288,6 +320,13 @@ def _forward_dual_exact_dim(arch: Architecture, *, certify: bool = True,
     `samples`, or `_MAX_ROUNDS` measurements, end it as `stopped` (a lower bound, no probability).
     Its arguments come checked from `exact_dim`.
     """
+    import torch  # noqa: PLC0415
+
+    from ..core.tokens import input_stream  # noqa: PLC0415
+    from ..symmetries.registry import tangent_rows  # noqa: PLC0415
+    from .fp_dual import degree_bound as dual_degree_bound  # noqa: PLC0415
+    from .fp_dual import family_ranks_mod_p, fp_ops, jacobian_mod_p, random_blocks_mod_p  # noqa: PLC0415
+
     p = prime
     say = progress or (lambda _msg: None)
     t_start = time.perf_counter()

@@ -1,8 +1,11 @@
 """Lightning networks over a prime field F_p: weights, reverse-mode Jacobian rows, symmetry tangents.
 
-Everything here is integer arithmetic (torch int64 residues in [0, p)); no floating point.
+Everything here is integer arithmetic (int64 residues in [0, p)); no floating point.
 Products of residues are reduced mod p after every matrix product, so every intermediate
 stays below 2^63 (see `matmul_mod`). python-flint is used only through `exact.py`.
+The arrays are numpy or torch int64 alike (the results are of the kind of the inputs): a small
+network's exact rank runs on numpy and never imports torch, which is most of its start-up;
+large ones use torch's faster int64 products (`exact.use_numpy`).
 
 Math (docs/math/deep.md, docs/lightning_dimension.md, docs/hidden_directions.md):
   layer i:  U = Q_i Z, W = K_i Z, S = U^T W (t x t), Y = V_i Z, Z' = Y S  (Eq. 1, as in maps.forward)
@@ -12,13 +15,18 @@ Math (docs/math/deep.md, docs/lightning_dimension.md, docs/hidden_directions.md)
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_value
 from .fp import left_kernel_mod_p, nullspace_mod_p, pivot_columns_mod_p, rank_mod_p
 from ..core.parameters import LayerWeights, value_products
 from ..symmetries.paper import symmetry_tangents
+
+if TYPE_CHECKING:
+    import torch
 
 # p < 2^31 and operands split into 16-bit halves: one term of a product is < 2^31 * 2^16 = 2^47,
 # so an inner dimension below 2^16 keeps every int64 sum exact.
@@ -35,8 +43,40 @@ def check_word_prime(p: int) -> int:
     return p
 
 
+def is_numpy(x: object) -> bool:
+    """True for a numpy array (the torch-free F_p path), False for a torch tensor."""
+    return isinstance(x, np.ndarray)
+
+
+def _cat(parts: list, axis: int = 0):
+    """Concatenate numpy arrays or torch tensors (all of one kind)."""
+    if is_numpy(parts[0]):
+        return np.concatenate(parts, axis=axis)
+    import torch  # noqa: PLC0415
+
+    return torch.cat(parts, dim=axis)
+
+
+def _zeros(shape: tuple[int, ...], like):
+    """int64 zeros of the kind of `like` (numpy or torch)."""
+    if is_numpy(like):
+        return np.zeros(shape, dtype=np.int64)
+    import torch  # noqa: PLC0415
+
+    return torch.zeros(shape, dtype=torch.int64)
+
+
+def _as_kind(array: np.ndarray, like):
+    """`array` (numpy) as the kind of `like`: itself, or a torch tensor sharing its memory."""
+    if is_numpy(like):
+        return array
+    import torch  # noqa: PLC0415
+
+    return torch.from_numpy(array)
+
+
 def matmul_mod(A: torch.Tensor, B: torch.Tensor, p: int) -> torch.Tensor:
-    """(A @ B) mod p for int64 residues in [0, p), p < 2^31 (batched OK).
+    """(A @ B) mod p for int64 residues in [0, p), p < 2^31 (batched OK; numpy or torch).
 
     Math: B = B_lo + 2^16 B_hi with 0 <= B_lo, B_hi < 2^16, so
     A B = A B_lo + 2^16 ((A B_hi) mod p); each int64 sum has < 2^15 terms < 2^47: exact.
@@ -48,22 +88,33 @@ def matmul_mod(A: torch.Tensor, B: torch.Tensor, p: int) -> torch.Tensor:
         out = matmul_mod(A[..., :step], B[..., :step, :], p)
         for start in range(step, inner, step):
             out += matmul_mod(A[..., start:start + step], B[..., start:start + step, :], p)
-            out.remainder_(p)
+            out %= p
         return out
     lo = B & (2 ** _HALF - 1)
     hi = B >> _HALF
-    out = torch.matmul(A, hi).remainder_(p).mul_(2 ** _HALF)
-    out += torch.matmul(A, lo)
-    return out.remainder_(p)
+    out = A @ hi
+    out %= p
+    out *= 2 ** _HALF
+    out += A @ lo
+    out %= p
+    return out
 
 
-def random_residues(shape: tuple[int, ...], p: int, gen: torch.Generator) -> torch.Tensor:
-    """Uniform residues in [0, p) (torch.randint: integer sampling, no floating point)."""
+def random_residues(shape: tuple[int, ...], p: int, gen) -> torch.Tensor:
+    """Uniform residues in [0, p) (integer sampling, no floating point).
+
+    `gen` a torch.Generator (a torch tensor, by torch.randint) or a `core.seeds.ResidueStream`
+    (a numpy array holding the same draws)."""
+    if hasattr(gen, "randint"):   # ResidueStream: torch's draws, from numpy
+        return gen.randint(p, shape)
+    import torch  # noqa: PLC0415
+
     return torch.randint(0, p, shape, generator=gen, dtype=torch.int64)
 
 
-def random_weights_mod_p(arch: Architecture, p: int, gen: torch.Generator) -> LayerWeights:
-    """Uniformly random Q_i, K_i, V_i over F_p, shapes as in `arch.layer_shapes()`."""
+def random_weights_mod_p(arch: Architecture, p: int, gen) -> LayerWeights:
+    """Uniformly random Q_i, K_i, V_i over F_p, shapes as in `arch.layer_shapes()` (numpy
+    arrays from a `ResidueStream`, torch tensors from a torch.Generator: the same values)."""
     Qs, Ks, Vs = [], [], []
     for shapes in arch.layer_shapes():
         Qs.append(random_residues(shapes["Q"], p, gen))
@@ -86,7 +137,7 @@ def forward_mod_p(weights: LayerWeights, X: torch.Tensor, p: int,
     for Q, K, V in zip(weights.Q, weights.K, weights.V):
         U = matmul_mod(Q, Z, p)                      # (N, a, t)
         W = matmul_mod(K, Z, p)                      # (N, a, t)
-        S = matmul_mod(U.transpose(-1, -2), W, p)    # (N, t, t), S_ji = z_j^T Q^T K z_i
+        S = matmul_mod(U.swapaxes(-1, -2), W, p)     # (N, t, t), S_ji = z_j^T Q^T K z_i
         Y = matmul_mod(V, Z, p)                      # (N, d', t)
         if keep is not None:
             keep.append((Z, U, W, S, Y))
@@ -107,18 +158,18 @@ def jacobian_rows_mod_p(weights: LayerWeights, X: torch.Tensor, G: torch.Tensor,
     N, r = G.shape[:2]
     blocks: list[list[torch.Tensor]] = []
     for i in reversed(range(len(keep))):
-        Z, U, W, S, Y = (x.unsqueeze(1) for x in keep[i])   # broadcast over the r cotangents
-        Zt = Z.transpose(-1, -2)
-        dY = matmul_mod(G, S.transpose(-1, -2), p)
-        dS = matmul_mod(Y.transpose(-1, -2), G, p)
-        dU = matmul_mod(W, dS.transpose(-1, -2), p)
+        Z, U, W, S, Y = (x[:, None] for x in keep[i])   # broadcast over the r cotangents
+        Zt = Z.swapaxes(-1, -2)
+        dY = matmul_mod(G, S.swapaxes(-1, -2), p)
+        dS = matmul_mod(Y.swapaxes(-1, -2), G, p)
+        dU = matmul_mod(W, dS.swapaxes(-1, -2), p)
         dW = matmul_mod(U, dS, p)
         blocks.append([matmul_mod(dU, Zt, p), matmul_mod(dW, Zt, p), matmul_mod(dY, Zt, p)])
         if i > 0:
             G = (matmul_mod(weights.V[i].T, dY, p) + matmul_mod(weights.Q[i].T, dU, p)
-                 + matmul_mod(weights.K[i].T, dW, p)).remainder_(p)
+                 + matmul_mod(weights.K[i].T, dW, p)) % p
     flat = [b.reshape(N * r, -1) for layer in reversed(blocks) for b in layer]
-    return torch.cat(flat, dim=1)
+    return _cat(flat, axis=1)
 
 
 def products_mod_p(weights: LayerWeights, p: int) -> list[torch.Tensor]:
@@ -173,7 +224,7 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         a, d_in = Q.shape
         d_out, d0 = weights.V[j - 1].shape[0], P.shape[1]
         m = min(arch.widths[:j])
-        if rank_mod_p(P.numpy(), p) != m:
+        if rank_mod_p(np.asarray(P), p) != m:
             skipped.append(f"layer {j}: rank P_{j - 1} mod p below its generic rank {m}")
             continue
         # Lightning only: a rank-one layer output sees only the symmetric part (NOTE above);
@@ -185,15 +236,15 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         QP, KP = matmul_mod(Q, P, p), matmul_mod(K, P, p)
         dq = (P[None, :, :, None] * KP[:, None, None, :]) % p       # (a, d_in, d0, d0)
         dk = (QP[:, None, :, None] * P[None, :, None, :]) % p
-        cols = torch.cat([dq.reshape(a * d_in, d0, d0), dk.reshape(a * d_in, d0, d0)])
+        cols = _cat([dq.reshape(a * d_in, d0, d0), dk.reshape(a * d_in, d0, d0)])
         if symmetric:
-            cols = (cols + cols.transpose(-1, -2)) % p
-        L = cols.reshape(2 * a * d_in, d0 * d0).T.numpy()
+            cols = (cols + cols.swapaxes(-1, -2)) % p
+        L = np.asarray(cols.reshape(2 * a * d_in, d0 * d0).T)
         if m == d_in and not symmetric and a <= d_in:
             pass  # ker L_j is the GL(a_j) orbit of Lemma 3.1, already in symmetry_tangents
         elif rank_mod_p(L, p) == bound:
-            kernel = torch.from_numpy(nullspace_mod_p(L, p)).T        # (k, 2 a d_in)
-            block = torch.zeros((kernel.shape[0], arch.n_params), dtype=torch.int64)
+            kernel = _as_kind(nullspace_mod_p(L, p), P).T            # (k, 2 a d_in)
+            block = _zeros((kernel.shape[0], arch.n_params), P)
             block[:, offsets[f"Q_{j}"]: offsets[f"Q_{j}"] + a * d_in] = kernel[:, : a * d_in]
             block[:, offsets[f"K_{j}"]: offsets[f"K_{j}"] + a * d_in] = kernel[:, a * d_in:]
             rows.append(block)
@@ -201,16 +252,16 @@ def hidden_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
         else:
             skipped.append(f"layer {j}: (Q, K) block rank mod p below its bound {bound}")
         if m < d_in:  # dV = e_r nu^T with nu^T P = 0 (rank P = m checked above)
-            left = torch.from_numpy(left_kernel_mod_p(P.numpy(), p))   # (d_in - m, d_in)
-            block = torch.zeros((left.shape[0], d_out, arch.n_params), dtype=torch.int64)
+            left = _as_kind(left_kernel_mod_p(np.asarray(P), p), P)   # (d_in - m, d_in)
+            block = _zeros((left.shape[0], d_out, arch.n_params), P)
             start = offsets[f"V_{j}"]
             for r_ in range(d_out):
                 block[:, r_, start + r_ * d_in: start + (r_ + 1) * d_in] = left
             rows.append(block.reshape(-1, arch.n_params))
             labels += [f"ker L_{j} (V)"] * (left.shape[0] * d_out)
     if not rows:
-        return torch.zeros((0, arch.n_params), dtype=torch.int64), labels, skipped
-    return torch.cat(rows), labels, skipped
+        return _zeros((0, arch.n_params), weights.V[0]), labels, skipped
+    return _cat(rows), labels, skipped
 
 
 # NOTE: [read-out symmetry]
@@ -229,47 +280,47 @@ def readout_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
     rows, labels, skipped = [], [], []
     for j in range(2, arch.n_layers + 1):
         d_prev, d_in = arch.widths[j - 2], arch.widths[j - 1]
-        M = torch.cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
+        M = _cat([weights.V[j - 1], weights.Q[j - 1], weights.K[j - 1]])
         generic = min(M.shape[0], d_in)
         if generic == d_in:
             continue
-        if rank_mod_p(M.numpy(), p) != generic:
+        if rank_mod_p(np.asarray(M), p) != generic:
             skipped.append(f"layer {j}: rank [V; Q; K]_{j} mod p below its generic rank {generic}")
             continue
-        kernel = torch.from_numpy(nullspace_mod_p(M.numpy(), p)).T      # (k, d_in)
+        kernel = _as_kind(nullspace_mod_p(np.asarray(M), p), M).T      # (k, d_in)
         k = kernel.shape[0]
-        block = torch.zeros((k, d_prev, arch.n_params), dtype=torch.int64)
+        block = _zeros((k, d_prev, arch.n_params), M)
         start = offsets[f"V_{j - 1}"]
         for s_ in range(d_prev):
             block[:, s_, start + s_: start + d_in * d_prev: d_prev] = kernel
         rows.append(block.reshape(-1, arch.n_params))
         labels += [f"read-out V_{j - 1} + n y, [V; Q; K]_{j} n = 0"] * (k * d_prev)
     if not rows:
-        return torch.zeros((0, arch.n_params), dtype=torch.int64), labels, skipped
-    return torch.cat(rows), labels, skipped
+        return _zeros((0, arch.n_params), weights.V[0]), labels, skipped
+    return _cat(rows), labels, skipped
 
 
 def all_symmetry_tangents(arch: Architecture, weights: LayerWeights, p: int
                           ) -> tuple[torch.Tensor, list[str], list[str]]:
     """Known symmetry tangents (`symmetry_tangents`) plus the hidden and read-out ones, mod p."""
     known, labels = symmetry_tangents(arch, weights)
-    known.remainder_(p)   # in place: at 72^4 / 24^3 the tangents alone take 2.5 GB
+    known %= p   # in place: at 72^4 / 24^3 the tangents alone take 2.5 GB
     hidden, hidden_labels, skipped = hidden_symmetry_tangents(arch, weights, p)
     readout, readout_labels, skipped_readout = readout_symmetry_tangents(arch, weights, p)
     more = [rows for rows in (hidden, readout) if rows.shape[0]]
-    return (torch.cat([known, *more]) if more else known, labels + hidden_labels + readout_labels,
+    return (_cat([known, *more]) if more else known, labels + hidden_labels + readout_labels,
             skipped + skipped_readout)
 
 
-def _leading_blocks(rows: torch.Tensor, bounds: torch.Tensor, first: int = 0) -> torch.Tensor:
+def _leading_blocks(rows: np.ndarray, bounds: np.ndarray, first: int = 0) -> np.ndarray:
     """Index of the column block holding each row's first non-zero entry (len(bounds) - 1 if none).
 
     Column c of `rows` is column `first` + c of the whole matrix; `bounds` = [0, c_1, ..., n].
     """
     nonzero = rows != 0
-    column = nonzero.to(torch.int8).argmax(dim=1) + first      # the first maximum: the first non-zero
-    block = torch.searchsorted(bounds, column, right=True) - 1
-    block[~nonzero.any(dim=1)] = len(bounds) - 1
+    column = nonzero.astype(np.int8).argmax(axis=1) + first   # the first maximum: the first non-zero
+    block = np.searchsorted(bounds, column, side="right") - 1
+    block[~nonzero.any(axis=1)] = len(bounds) - 1
     return block
 
 
@@ -283,32 +334,33 @@ def staircase_rank_mod_p(matrix: torch.Tensor, boundaries: list[int], p: int) ->
     the rows y^T S vanish on blocks <= b and wait for the block of their first non-zero entry.
     Exact Gaussian elimination organised by blocks; no probability involved. Each row is read
     once (no copy of `matrix` is made), so narrow blocks cost little beyond their own rank.
+    `matrix` is a numpy array or a torch tensor (read through numpy, sharing its memory).
     """
+    matrix = np.asarray(matrix)
     n_blocks = len(boundaries) - 1
-    bounds = torch.tensor(boundaries, dtype=torch.int64)
-    lead = torch.full((matrix.shape[0],), n_blocks, dtype=torch.int64)
+    bounds = np.array(boundaries, dtype=np.int64)
+    lead = np.full((matrix.shape[0],), n_blocks, dtype=np.int64)
     for b in reversed(range(n_blocks)):          # one pass over the matrix, a block at a time
-        lead[(matrix[:, boundaries[b]:boundaries[b + 1]] != 0).any(dim=1)] = b
-    order = torch.argsort(lead, stable=True)
-    starts = torch.cat([torch.zeros(1, dtype=torch.int64),
-                        torch.bincount(lead, minlength=n_blocks + 1).cumsum(0)]).tolist()
-    waiting: dict[int, list[tuple[int, torch.Tensor]]] = {}   # block -> (first column, rows)
+        lead[(matrix[:, boundaries[b]:boundaries[b + 1]] != 0).any(axis=1)] = b
+    order = np.argsort(lead, kind="stable")
+    starts = [0] + np.bincount(lead, minlength=n_blocks + 1).cumsum().tolist()
+    waiting: dict[int, list[tuple[int, np.ndarray]]] = {}   # block -> (first column, rows)
     rank, pivots = 0, []
     for b, (lo, hi) in enumerate(zip(boundaries[:-1], boundaries[1:])):
         parts = [matrix[order[starts[b]:starts[b + 1]], lo:]] if starts[b + 1] > starts[b] else []
         parts += [rows[:, lo - first:] for first, rows in waiting.pop(b, [])]
         if not parts:
             continue
-        S = torch.cat(parts) if len(parts) > 1 else parts[0]
-        M = S[:, : hi - lo].numpy()
+        S = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        M = S[:, : hi - lo]
         found = pivot_columns_mod_p(M, p)
         rank += len(found)
         pivots += [lo + c for c in found]
         if len(found) < S.shape[0] and hi < boundaries[-1]:
-            Y = torch.from_numpy(left_kernel_mod_p(M, p))
-            new = matmul_mod(Y, S[:, hi - lo:].contiguous(), p)
+            Y = left_kernel_mod_p(M, p)
+            new = matmul_mod(Y, np.ascontiguousarray(S[:, hi - lo:]), p)
             blocks = _leading_blocks(new, bounds, hi)
-            for c in blocks.unique().tolist():
+            for c in np.unique(blocks).tolist():
                 if c < n_blocks:
                     waiting.setdefault(c, []).append((hi, new[blocks == c]))
     return rank, pivots

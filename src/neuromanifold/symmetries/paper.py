@@ -12,17 +12,21 @@ Jacobian of W -> phi_W: their span bounds the dimension from above,
 dim M <= n_params - rank(tangents) (docs/math/method.md).
 
 The tangent construction only copies and negates entries of W, so it works for any tensor
-dtype, integer tensors included (for arithmetic over F_p).
+dtype, integer tensors included (for arithmetic over F_p), and for integer numpy arrays (the
+torch-free F_p path of `dimension.modular`): torch is imported only where a float is formed.
 """
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from ..core.architecture import Architecture, check_architecture
 from ..core.checks import bad_value, check_weights_type
 from ..core.parameters import LayerWeights
 from ..core.rank import svd_driver
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _check_layer(name: str, i: int, low: int, high: int) -> None:
@@ -33,6 +37,8 @@ def _check_layer(name: str, i: int, low: int, high: int) -> None:
 
 def act_keys(weights: LayerWeights, layer: int, C: torch.Tensor) -> LayerWeights:
     """Apply C in GL(a_i) to layer `layer` (1-based): Q_i -> C Q_i, K_i -> C^{-T} K_i."""
+    import torch  # noqa: PLC0415
+
     _check_layer("layer", layer, 1, weights.n_layers)
     i = layer - 1
     Q, K = list(weights.Q), list(weights.K)
@@ -43,6 +49,8 @@ def act_keys(weights: LayerWeights, layer: int, C: torch.Tensor) -> LayerWeights
 
 def act_between_layers(weights: LayerWeights, layer: int, C: torch.Tensor) -> LayerWeights:
     """Apply C in GL(d_i) between layers i and i+1 (Eq. 9), 1 <= i < l."""
+    import torch  # noqa: PLC0415
+
     _check_layer("layer", layer, 1, weights.n_layers - 1)
     i = layer - 1
     Q, K, V = list(weights.Q), list(weights.K), list(weights.V)
@@ -79,7 +87,14 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
     n_rows = (sum(a * a for a in arch.keys) + sum(d * d for d in arch.widths[1:-1])
               + (arch.n_layers if lightning else 0))
     # Filled in place: one (n_rows, n_params) allocation, no list of rows to stack.
-    out = torch.zeros((n_rows, arch.n_params), dtype=ref.dtype, device=ref.device)
+    if type(ref).__module__ == "numpy":   # F_p residues on the torch-free path
+        import numpy as np  # noqa: PLC0415
+
+        out = np.zeros((n_rows, arch.n_params), dtype=ref.dtype)
+    else:
+        import torch  # noqa: PLC0415
+
+        out = torch.zeros((n_rows, arch.n_params), dtype=ref.dtype, device=ref.device)
     labels: list[str] = []
 
     def new_row() -> torch.Tensor:
@@ -87,7 +102,7 @@ def symmetry_tangents(arch: Architecture, weights: LayerWeights) -> tuple[torch.
 
     def block(row: torch.Tensor, name: str, shape: tuple[int, int]) -> torch.Tensor:
         start = offsets[name]
-        return row[start: start + shape[0] * shape[1]].view(shape)
+        return row[start: start + shape[0] * shape[1]].reshape(shape)   # a view: contiguous
 
     for i, (a, shapes) in enumerate(zip(arch.keys, arch.layer_shapes()), start=1):
         Q, K = weights.Q[i - 1], weights.K[i - 1]
@@ -125,6 +140,8 @@ def readout_tangents_float(arch: Architecture, weights) -> torch.Tensor:
     The kernel is the span of the right singular vectors past the generic rank
     min(d_j + 2 a_j, d_{j-1}); nothing is returned for a layer where d_{j-1} <= d_j + 2 a_j.
     """
+    import torch  # noqa: PLC0415
+
     offsets = {name: offset for name, _, offset in arch.param_layout()}
     ref = weights.V[0]
     rows = []

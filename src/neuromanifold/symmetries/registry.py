@@ -17,6 +17,7 @@ Two groups of families:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -748,11 +749,40 @@ def action(move: str) -> Callable:
     return act if act is not None else _DISCRETE_ACTIONS[move]
 
 
+# NOTE: [one registry look-up per network and process]
+# Which families apply to a network, and at which layers, depends on the (frozen, hashable)
+# Architecture alone: it is worked out once per network and process and kept (a notebook's
+# second call on the same network builds only its tangents). `registry_cache_clear` empties it.
+
+@functools.lru_cache(maxsize=256)
 def families_for(arch: Architecture) -> tuple[Family, ...]:
     """The families the engines split off for `arch`, in registry order: the paper's group for
     the paper's model, the catalogue for every other network. (The catalogue holds for the
-    paper's model too, as the one-head instance; `tangent_rows` builds it for any network.)"""
+    paper's model too, as the one-head instance; `tangent_rows` builds it for any network.)
+    Kept per network (NOTE above)."""
     return tuple(f for f in FAMILIES if f.paper == (not arch.is_block) and f.applies(arch))
+
+
+@functools.lru_cache(maxsize=256)
+def catalogue_plan(arch: Architecture) -> tuple[tuple[Family, tuple[int, ...] | None], ...]:
+    """For each catalogue family in registry order: (family, the layers it builds at), the
+    layers None for a family built once for the whole network and () where it does not apply.
+    Kept per network (NOTE above)."""
+    plan = []
+    for fam in CATALOGUE:
+        if not fam.applies(arch):
+            plan.append((fam, ()))
+        elif fam.at_layer is None:
+            plan.append((fam, None))
+        else:
+            plan.append((fam, tuple(i for i in range(1, arch.n_layers + 1) if fam.at_layer(arch, i))))
+    return tuple(plan)
+
+
+def registry_cache_clear() -> None:
+    """Forget the per-network look-ups (`families_for`, `catalogue_plan`)."""
+    families_for.cache_clear()
+    catalogue_plan.cache_clear()
 
 
 def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: TangentOps = FLOAT_OPS
@@ -761,10 +791,12 @@ def family_tangents(arch: Architecture, blocks: dict[str, torch.Tensor], ops: Ta
     registry order (an empty list where a family does not apply), at named blocks `blocks`."""
     zero = {name: torch.zeros_like(t) for name, t in blocks.items()}
     out = []
-    for fam in CATALOGUE:
+    for fam, layers in catalogue_plan(arch):
         tangents: list[dict] = []
-        if fam.applies(arch):
-            build_family(fam, arch, blocks, ops, zero, tangents.append)
+        if layers is None:
+            fam.build(arch, blocks, ops, zero, tangents.append)
+        for i in layers or ():
+            fam.build(arch, blocks, ops, i, zero, tangents.append)
         out.append((fam.name, tangents))
     return out
 
