@@ -32,8 +32,20 @@ from typing import Callable, Sequence
 
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.seeds import purpose_seed
-from .engine import (AMBIGUOUS, DEFAULT_TIMEOUT, EXACT, PRIMES, STOPPED, _as_polys, _count_text,
-                     _gauge, _gauge_fixed, _poly_ring, _why, check_timeout)
+from .engine import (
+    AMBIGUOUS,
+    DEFAULT_TIMEOUT,
+    EXACT,
+    PRIMES,
+    STOPPED,
+    _as_polys,
+    _count_text,
+    _gauge,
+    _gauge_fixed,
+    _poly_ring,
+    _why,
+    check_timeout,
+)
 from .msolve import SolveCount, count_solutions
 
 STANDARD = "standard"
