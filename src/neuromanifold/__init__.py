@@ -35,6 +35,9 @@ _EXPORTS = {
     "image_degree": "degree.engine",
     "DegreeResult": "degree.engine",
     "implicit_equations": "degree.equations",
+    "ed_degree": "degree.ed",
+    "image_ed_degree": "degree.ed",
+    "EDDegreeResult": "degree.ed",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -101,6 +104,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.result import DimensionResult
     from .models.functional import functional_dim
     from .degree.engine import DegreeResult, image_degree
+    from .degree.ed import EDDegreeResult, ed_degree, image_ed_degree
     from .degree.equations import implicit_equations
     from .degree.network import degree
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError

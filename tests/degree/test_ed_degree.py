@@ -104,3 +104,18 @@ def test_ed_degree_refuses_softmax_and_bad_weights():
     F, k = _product_map(2, 2, 1)
     with pytest.raises(InputError, match=r"`weights` must be 'standard', 'generic' or 4 nonzero"):
         image_ed_degree(F, k, weights=[1, 0, 1, 1])
+
+
+def test_cli_ed_degree_prints_metric_and_refuses_softmax(capsys):
+    """`ed-degree --widths 2,1 --keys 2 --tokens 2`: 14 with its label and metric, exit 0;
+    `--attention softmax`: one line on stderr, exit 2, nothing on stdout."""
+    from neuromanifold.cli import main
+
+    code = main(["ed-degree", "--widths", "2,1", "--keys", "2", "--tokens", "2", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ED degree 14  [exact (mod p, randomised)]" in out
+    assert "metric: standard inner product" in out
+    code = main(["ed-degree", "--widths", "2,1", "--keys", "2", "--attention", "softmax"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
+    assert "not algebraic" in captured.err

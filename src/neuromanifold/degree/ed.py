@@ -38,13 +38,13 @@ from .engine import (
     EXACT,
     PRIMES,
     STOPPED,
-    _as_polys,
-    _count_text,
-    _gauge,
-    _gauge_fixed,
-    _poly_ring,
-    _why,
+    as_polys,
     check_timeout,
+    count_text,
+    failure_reason,
+    gauge_fixed_map,
+    gauge_point,
+    poly_ring,
 )
 from .msolve import SolveCount, count_solutions
 
@@ -123,8 +123,8 @@ class EDDegreeResult:
         for run in self.runs:
             fib = run.fiber_count
             lines.append(
-                f"  p = {run.prime}, run {run.run}: critical {_count_text(run.critical_count)}"
-                + (f", fiber {_count_text(fib)}" if fib is not None else "")
+                f"  p = {run.prime}, run {run.run}: critical {count_text(run.critical_count)}"
+                + (f", fiber {count_text(fib)}" if fib is not None else "")
                 + (f" -> ED degree {run.ed_degree}" if run.ed_degree is not None else "")
                 + (f" ({run.note})" if run.note else ""))
         lines.append(f"  runs agree: {'yes' if self.agree else 'no'} ({len(self.runs)} runs)")
@@ -197,17 +197,17 @@ def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run
             deadline: float, say: Callable[[str], None]) -> EDRun:
     """Gauge point, data u, weights, minor combination and fiber point from their own stream."""
     rng = random.Random(purpose_seed(seed, f"ed-degree-run-{p}-{run}"))
-    free, w0 = _gauge(F, n, p, rng)
+    free, w0 = gauge_point(F, n, p, rng)
     if len(free) != dimension:
         return EDRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                      f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
     r = dimension
-    ctx = _poly_ring(r + 1, p)             # w_0..w_{r-1} and the Rabinowitsch variable z
+    ctx = poly_ring(r + 1, p)             # w_0..w_{r-1} and the Rabinowitsch variable z
     gens = ctx.gens()
     values: list = list(w0)
     for k, j in enumerate(free):
         values[j] = gens[k]
-    G = _as_polys(F(values), ctx)
+    G = as_polys(F(values), ctx)
     M = len(G)
     lam = ([1] * M if weights == STANDARD else [rng.randrange(1, p) for _ in range(M)]
            if weights == GENERIC else [int(v) % p for v in weights])
@@ -240,14 +240,14 @@ def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run
         f"unknowns, minor combination of degree {m.total_degree()})")
     crit = count_solutions(critical, ctx.names(), p, deadline - time.perf_counter())
     if crit.status != "finite" or not crit.radical:
-        return EDRun(p, run, crit, None, None, _why(crit, "critical"))
-    fctx, Gf = _gauge_fixed(F, free, w0, p)
+        return EDRun(p, run, crit, None, None, failure_reason(crit, "critical"))
+    fctx, Gf = gauge_fixed_map(F, free, w0, p)
     w1 = [rng.randrange(1, p) for _ in range(r)]
     fiber_polys = [g - fctx.from_dict({(0,) * r: int(g(*w1))}) for g in Gf]
     say(f"p = {p}, run {run}: solving the fiber ({M} equations in {r} unknowns)")
     fib = count_solutions(fiber_polys, fctx.names(), p, deadline - time.perf_counter())
     if fib.status != "finite" or not fib.radical:
-        return EDRun(p, run, crit, fib, None, _why(fib, "fiber"))
+        return EDRun(p, run, crit, fib, None, failure_reason(fib, "fiber"))
     e = fib.n_distinct
     if crit.n_distinct % e:
         return EDRun(p, run, crit, fib, None, f"the fiber size {e} does not divide the critical count")
@@ -295,7 +295,7 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
     deadline = start + timeout
     notes = []
     if dimension is None:
-        free, _ = _gauge(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
+        free, _ = gauge_point(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
         dimension = len(free)
         notes.append(f"dimension {dimension} from the Jacobian rank mod p at one random point")
     runs: list[EDRun] = []
