@@ -34,7 +34,7 @@ Exit codes:
 
 
 # Examples that tests/project/test_docs.py runs (seconds each); the others need input files or minutes.
-RUN_BY_TESTS = ("dim", "figure3", "heads", "degree", "equations")
+RUN_BY_TESTS = ("dim", "figure3", "heads", "degree", "equations", "ed-degree")
 NOT_RUN = {"classify": "needs a single-layer weight file, e.g. written by write_weights",
            "fiber": "needs two weight files, e.g. written by write_weights",
            "rank": "needs a weight file, e.g. written by write_weights",

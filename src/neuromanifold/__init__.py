@@ -35,6 +35,9 @@ _EXPORTS = {
     "image_degree": "degrees.engine",
     "DegreeResult": "degrees.engine",
     "implicit_equations": "degrees.equations",
+    "ed_degree": "degrees.ed",
+    "image_ed_degree": "degrees.ed",
+    "EDDegreeResult": "degrees.ed",
     "same_function": "geometry.fibers",
     "FiberResult": "geometry.fibers",
     "classify_layer": "geometry.classify",
@@ -101,6 +104,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.result import DimensionResult
     from .models.functional import functional_dim
     from .degrees.engine import DegreeResult, image_degree
+    from .degrees.ed import EDDegreeResult, ed_degree, image_ed_degree
     from .degrees.equations import implicit_equations
     from .degrees.network import degree
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError

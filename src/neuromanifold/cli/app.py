@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, count, degree, dim, equations, fiber, figure1, figure3, heads, rank, report, sweep
+from . import classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -48,6 +48,7 @@ EXAMPLES = {
     "count": "neuromanifold count --model-type gpt2",
     "degree": "neuromanifold degree --widths 2,1 --keys 2 --tokens 3",
     "equations": "neuromanifold equations --widths 2,1 --keys 2 --tokens 3",
+    "ed-degree": "neuromanifold ed-degree --widths 2,1 --keys 2 --tokens 2",
 }
 
 
@@ -60,7 +61,8 @@ for _name, _function in (("dim", dim.dim), ("figure3", figure3.figure3), ("heads
                          ("figure1", figure1.figure1), ("sweep", sweep.sweep_command),
                          ("report", report.report_command), ("rank", rank.rank),
                          ("count", count.count_command), ("degree", degree.degree_command),
-                         ("equations", equations.equations_command)):
+                         ("equations", equations.equations_command),
+                         ("ed-degree", eddegree.ed_degree_command)):
     _command(_name, _function)
 
 

@@ -355,3 +355,12 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
         notes.append(f"{len(runs)} runs over {len(set(r.prime for r in runs))} primes agree; "
                      "a randomised count over F_p, not a proof")
     return DegreeResult(degree, status, dimension, n_params, M, runs, seconds, notes, label, seed)
+
+
+# Issue 37: the pieces the ED degree (degree/ed.py) reuses, under public names.
+gauge_point = _gauge
+gauge_fixed_map = _gauge_fixed
+poly_ring = _poly_ring
+as_polys = _as_polys
+count_text = _count_text
+failure_reason = _why

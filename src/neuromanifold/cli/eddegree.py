@@ -1,0 +1,67 @@
+"""`neuromanifold ed-degree`: the ED degree of a polynomial network's neurovariety (evaluated at N inputs)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..core.checks import bad_value, check_seed
+from .common import (
+    EXIT_AMBIGUOUS,
+    build_block_architecture,
+    print_json,
+    stderr_progress,
+)
+
+
+def _weights(text: str):
+    if text in ("standard", "generic"):
+        return text
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise bad_value("weights", "'standard', 'generic' or comma-separated nonzero integers", text,
+                        "Pass --weights standard.") from None
+
+
+def ed_degree_command(
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1."),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2."),
+    tokens: int = typer.Option(2, help="Number of tokens t."),
+    attention: str = typer.Option("lightning", help="lightning (softmax has no ED degree: refused)."),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each)."),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W)."),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths)."),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
+    activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
+    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
+    inputs: Optional[int] = typer.Option(None, help="N input sequences (default: the least N whose "
+                                         "evaluation is injective on the span)."),
+    weights: str = typer.Option("standard", help="Metric on the outputs: standard, generic (random "
+                                "diagonal) or comma-separated nonzero integer weights lambda_i."),
+    timeout: float = typer.Option(600.0, help="Seconds for all the solves together; past it the "
+                                  "result is stopped, never guessed."),
+    repeats: int = typer.Option(2, help="Independent runs per prime (two primes near 2^30)."),
+    seed: int = typer.Option(0, help="Random seed for the gauge points, data, weights and inputs."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+) -> None:
+    """ED degree of the neurovariety of a polynomial network under evaluation at N inputs
+    (critical points of the squared loss for generic targets), exact over F_p (randomised).
+
+    Example: neuromanifold ed-degree --widths 2,1 --keys 2 --tokens 2   (14)
+    """
+    check_seed(seed)
+    metric = _weights(weights)
+    arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
+                                    residual=residual, mlp=mlp, activation=activation, norm=norm)
+    from ..degrees.ed import ed_degree  # noqa: PLC0415  (flint and torch only when computing)
+
+    result = ed_degree(arch, n_inputs=inputs, weights=metric, seed=seed, timeout=timeout,
+                       repeats=repeats, progress=stderr_progress("ed-degree"))
+    if as_json:
+        print_json({"architecture": arch.to_dict(), **result.to_dict()})
+    else:
+        print(result)
+    if result.ed_degree is None:
+        raise typer.Exit(EXIT_AMBIGUOUS)

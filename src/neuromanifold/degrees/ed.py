@@ -1,0 +1,408 @@
+"""The Euclidean distance (ED) degree of the image of a polynomial map, by msolve over F_p.
+
+Math (docs/degree.md, "The ED degree"). Let F: K^n -> K^M be polynomial, V the closure of its
+image, r = dim V, and Lambda = diag(lambda_1..lambda_M) a metric on K^M (the standard inner
+product: every lambda_i = 1). For generic data u the ED degree of V is the number of complex
+points x of the smooth locus of V with u - x orthogonal (for Lambda) to the tangent space T_x V.
+1. Gauge: as for the degree (`engine`), G: K^r -> K^M is F with the n - r non-pivot parameters
+   fixed at a random point; it is dominant onto V with finite generic fibers of size e.
+2. Critical equations: grad (1/2) sum_i lambda_i (G_i(w) - u_i)^2 = J_G(w)^T Lambda (G(w) - u) = 0,
+   r equations in r unknowns.
+3. Spurious solutions: where J_G(w) drops rank the equations say less than they should and can
+   hold on whole components. They are removed by the Rabinowitsch variable z: 1 - z m(w) = 0 with
+   m = det(R J_G(w)) for a random r x M matrix R, by Cauchy-Binet a combination of the maximal
+   minors of J_G, vanishing wherever J_G drops rank (its square-free part is used: same zeros).
+   NOTE: [why nothing true is removed] The set of data u that have a critical point in a fixed
+   proper closed set B of the w-space (here m = 0, or the preimage of the singular locus of V,
+   or the points above which the fiber is not e simple points) has dimension at most
+   (r - 1) + (M - r) < M: for each w in B, u ranges over G(w) + (im J_G(w))^perp. So for u
+   chosen independently of R, every solution left has J_G of rank r, lies above a smooth point
+   of V with exactly e preimages, and is a simple zero: the count is ED(V) * e.
+4. Fiber: e is counted as in `engine` (the zeros of G(w) = G(w1)).
+All choices are random over F_p: the label is `exact (mod p, randomised)` when every run over
+two primes agrees, `stopped` when a solve ran out of time, `ambiguous` otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..core.checks import bad_value, check_int, check_seed
+from ..core.seeds import purpose_seed
+from .engine import (
+    AMBIGUOUS,
+    DEFAULT_TIMEOUT,
+    EXACT,
+    PRIMES,
+    STOPPED,
+    as_polys,
+    check_timeout,
+    count_text,
+    failure_reason,
+    gauge_fixed_map,
+    gauge_point,
+    poly_ring,
+)
+from .msolve import SolveCount, count_solutions
+
+STANDARD = "standard"
+GENERIC = "generic"
+
+
+@dataclass(frozen=True)
+class EDRun:
+    """One repetition: a prime, its gauge point, data u (and weights), critical and fiber counts."""
+
+    prime: int
+    run: int
+    critical_count: SolveCount
+    fiber_count: SolveCount | None
+    ed_degree: int | None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable description."""
+        def solve(c: SolveCount | None):
+            if c is None:
+                return None
+            return {"status": c.status, "distinct": c.n_distinct,
+                    "with_multiplicity": c.n_with_multiplicity, "seconds": round(c.seconds, 3),
+                    "reason": c.reason}
+        return {"prime": self.prime, "run": self.run, "critical": solve(self.critical_count),
+                "fiber": solve(self.fiber_count), "ed_degree": self.ed_degree, "note": self.note}
+
+
+@dataclass
+class EDDegreeResult:
+    """The ED degree of the closure V of the image of a polynomial map, for a stated metric.
+
+    status: `exact (mod p, randomised)`, `stopped` or `ambiguous` exactly as for the degree
+    (`engine.DegreeResult`); ed_degree is None unless exact. metric says which inner product
+    on the M outputs the distance uses.
+    """
+
+    ed_degree: int | None
+    status: str
+    metric: str
+    dimension: int
+    n_params: int
+    n_outputs: int
+    runs: list[EDRun]
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+    label: str = ""
+    seed: int = 0
+    span_dim: int | None = None
+    n_inputs: int | None = None
+
+    @property
+    def agree(self) -> bool:
+        """True when every finished run gave the same ED degree."""
+        values = {run.ed_degree for run in self.runs}
+        return len(values) == 1 and None not in values
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable description."""
+        return {"label": self.label, "ed_degree": self.ed_degree, "status": self.status,
+                "metric": self.metric, "dimension": self.dimension, "n_params": self.n_params,
+                "n_outputs": self.n_outputs, "runs_agree": self.agree, "span_dim": self.span_dim,
+                "n_inputs": self.n_inputs, "seed": self.seed,
+                "runs": [run.to_dict() for run in self.runs], "seconds": round(self.seconds, 3),
+                "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        value = "-" if self.ed_degree is None else str(self.ed_degree)
+        lines = [f"{self.label}".strip(),
+                 f"ED degree {value}  [{self.status}]  dimension {self.dimension}, "
+                 f"{self.n_params} parameters, {self.n_outputs} coordinates, {self.seconds:.1f} s, "
+                 f"seed {self.seed}",
+                 f"  metric: {self.metric}"]
+        for run in self.runs:
+            fib = run.fiber_count
+            lines.append(
+                f"  p = {run.prime}, run {run.run}: critical {count_text(run.critical_count)}"
+                + (f", fiber {count_text(fib)}" if fib is not None else "")
+                + (f" -> ED degree {run.ed_degree}" if run.ed_degree is not None else "")
+                + (f" ({run.note})" if run.note else ""))
+        lines.append(f"  runs agree: {'yes' if self.agree else 'no'} ({len(self.runs)} runs)")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(line for line in lines if line)
+
+
+def check_weights(weights: object, n_outputs: int) -> str | tuple[int, ...]:
+    """'standard', 'generic' or n_outputs nonzero integers (the diagonal metric), else the template error."""
+    if weights is None or weights == STANDARD:
+        return STANDARD
+    if weights == GENERIC:
+        return GENERIC
+    if isinstance(weights, str) or not hasattr(weights, "__len__"):
+        raise bad_value("weights", f"'standard', 'generic' or {n_outputs} nonzero integers",
+                        weights, "Pass --weights standard, --weights generic or a comma list.")
+    values = list(weights)
+    if len(values) != n_outputs or not all(isinstance(v, int) and not isinstance(v, bool) and v != 0
+                                           for v in values):
+        raise bad_value("weights", f"'standard', 'generic' or {n_outputs} nonzero integers "
+                        "(one per output coordinate)", weights,
+                        f"Pass {n_outputs} comma-separated nonzero integers.")
+    return tuple(values)
+
+
+def metric_text(weights: str | tuple[int, ...], n_outputs: int) -> str:
+    """The metric in words, as printed."""
+    if weights == STANDARD:
+        return f"standard inner product sum_i (x_i - u_i)^2 on the {n_outputs} output coordinates"
+    if weights == GENERIC:
+        return (f"generic diagonal metric sum_i lambda_i (x_i - u_i)^2 on the {n_outputs} output "
+                "coordinates, lambda_i random over F_p (drawn per run)")
+    shown = ",".join(map(str, weights[:12])) + (",..." if len(weights) > 12 else "")
+    return (f"weighted inner product sum_i lambda_i (x_i - u_i)^2 on the {n_outputs} output "
+            f"coordinates, lambda = ({shown})")
+
+
+def _determinant(matrix: list[list]) -> object:
+    """det of a square matrix of nmod_mpoly (Bareiss' fraction-free elimination, exact)."""
+    A = [list(row) for row in matrix]
+    n = len(A)
+    sign, previous = 1, None
+    for k in range(n - 1):
+        if A[k][k].is_zero():
+            swap = next((i for i in range(k + 1, n) if not A[i][k].is_zero()), None)
+            if swap is None:
+                return A[k][k] * 0
+            A[k], A[swap] = A[swap], A[k]
+            sign = -sign
+        for i in range(k + 1, n):
+            for j in range(k + 1, n):
+                value = A[i][j] * A[k][k] - A[i][k] * A[k][j]
+                A[i][j] = value if previous is None else value / previous
+        previous = A[k][k]
+    return A[n - 1][n - 1] * sign
+
+
+def _square_free(poly) -> object:
+    """The product of the distinct square-free factors of `poly` (the same zeros)."""
+    if poly.is_zero() or poly.total_degree() <= 1:
+        return poly
+    _, factors = poly.factor_squarefree()
+    out = poly * 0 + 1
+    for factor, _ in factors:
+        out = out * factor
+    return out
+
+
+def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run: int,
+            deadline: float, say: Callable[[str], None]) -> EDRun:
+    """Gauge point, data u, weights, minor combination and fiber point from their own stream."""
+    rng = random.Random(purpose_seed(seed, f"ed-degree-run-{p}-{run}"))
+    free, w0 = gauge_point(F, n, p, rng)
+    if len(free) != dimension:
+        return EDRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
+                     f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
+    r = dimension
+    ctx = poly_ring(r + 1, p)             # w_0..w_{r-1} and the Rabinowitsch variable z
+    gens = ctx.gens()
+    values: list = list(w0)
+    for k, j in enumerate(free):
+        values[j] = gens[k]
+    G = as_polys(F(values), ctx)
+    M = len(G)
+    lam = ([1] * M if weights == STANDARD else [rng.randrange(1, p) for _ in range(M)]
+           if weights == GENERIC else [int(v) % p for v in weights])
+    u = [rng.randrange(p) for _ in range(M)]
+    J = [[g.derivative(j) for j in range(r)] for g in G]
+    critical = []
+    for j in range(r):
+        f = ctx.from_dict({})
+        for i in range(M):
+            if lam[i] and not J[i][j].is_zero():
+                f = f + (lam[i] * J[i][j]) * (G[i] - u[i])
+        critical.append(f)
+    R = [[rng.randrange(p) for _ in range(M)] for _ in range(r)]
+    RJ = []
+    for a in range(r):
+        row = []
+        for j in range(r):
+            entry = ctx.from_dict({})
+            for i in range(M):
+                if R[a][i] and not J[i][j].is_zero():
+                    entry = entry + R[a][i] * J[i][j]
+            row.append(entry)
+        RJ.append(row)
+    m = _square_free(_determinant(RJ))
+    if m.is_zero():
+        return EDRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
+                     "the combination of maximal minors vanishes identically")
+    critical.append(1 - gens[r] * m)
+    say(f"p = {p}, run {run}: solving the critical equations ({r + 1} equations in {r + 1} "
+        f"unknowns, minor combination of degree {m.total_degree()})")
+    crit = count_solutions(critical, ctx.names(), p, deadline - time.perf_counter())
+    if crit.status != "finite" or not crit.radical:
+        return EDRun(p, run, crit, None, None, failure_reason(crit, "critical"))
+    fctx, Gf = gauge_fixed_map(F, free, w0, p)
+    w1 = [rng.randrange(1, p) for _ in range(r)]
+    fiber_polys = [g - fctx.from_dict({(0,) * r: int(g(*w1))}) for g in Gf]
+    say(f"p = {p}, run {run}: solving the fiber ({M} equations in {r} unknowns)")
+    fib = count_solutions(fiber_polys, fctx.names(), p, deadline - time.perf_counter())
+    if fib.status != "finite" or not fib.radical:
+        return EDRun(p, run, crit, fib, None, failure_reason(fib, "fiber"))
+    e = fib.n_distinct
+    if crit.n_distinct % e:
+        return EDRun(p, run, crit, fib, None, f"the fiber size {e} does not divide the critical count")
+    return EDRun(p, run, crit, fib, crit.n_distinct // e)
+
+
+def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | None = None, *,
+                    weights: object = STANDARD, seed: int = 0, timeout: float = DEFAULT_TIMEOUT,
+                    repeats: int = 2, primes: Sequence[int] = PRIMES, label: str = "",
+                    progress: Callable[[str], None] | None = None) -> EDDegreeResult:
+    """The ED degree of the closure of the image of the polynomial map F: K^n -> K^M.
+
+    Math: the number of critical points of w -> sum_i lambda_i (G_i(w) - u_i)^2 on the
+    gauge-fixed parameters G, for generic data u, with the points where J_G drops rank removed
+    (1 - z m(w), m a random combination of maximal minors), divided by the generic fiber size
+    of G (module docstring). Companion of `engine.image_degree`; same labels.
+
+    Args:
+        F: maps a list of n ring elements to the M outputs with +, - and * only.
+        n_params: n, the number of variables of F.
+        dimension: dim V if known; by default the Jacobian rank mod p at a random point.
+        weights: 'standard' (every lambda_i = 1), 'generic' (random lambda_i per run) or M
+            nonzero integers: the diagonal metric on the outputs.
+        seed: seeds every random choice (gauge point, data, weights, minors, fiber point).
+        timeout: seconds for all the solves together; a solve past it gives `stopped`.
+        repeats: independent runs per prime.
+
+    Example:
+        >>> def F(w):  # 2 x 2 rank-1 matrices: ED degree 2 (Eckart-Young), 6 for a generic metric
+        ...     return [w[0] * w[2], w[0] * w[3], w[1] * w[2], w[1] * w[3]]
+        >>> image_ed_degree(F, 4).ed_degree, image_ed_degree(F, 4, weights="generic").ed_degree
+        (2, 6)
+    """
+    seed = check_seed(seed)
+    n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
+    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
+    timeout = check_timeout(timeout)
+    if not primes:
+        raise bad_value("primes", "at least one prime below 2^30", primes,
+                        "Pass e.g. primes=(1073741789,).")
+    M = len(F([0] * n_params))
+    weights = check_weights(weights, M)
+    say = progress or (lambda _msg: None)
+    start = time.perf_counter()
+    deadline = start + timeout
+    notes = []
+    if dimension is None:
+        free, _ = gauge_point(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
+        dimension = len(free)
+        notes.append(f"dimension {dimension} from the Jacobian rank mod p at one random point")
+    runs: list[EDRun] = []
+    for p in primes:
+        for k in range(repeats):
+            run = _ed_run(F, n_params, dimension, weights, p, seed, k, deadline, say)
+            runs.append(run)
+            if run.ed_degree is None:
+                break
+        if runs and runs[-1].ed_degree is None:
+            break
+    seconds = time.perf_counter() - start
+    stopped = [r for r in runs if "stopped" in (r.critical_count.status,
+                                                 r.fiber_count and r.fiber_count.status)]
+    values = {r.ed_degree for r in runs}
+    if stopped:
+        status, ed = STOPPED, None
+        notes.append("a solve did not finish within the time limit or memory: no ED degree is "
+                     "claimed (raise --timeout)")
+    elif None in values or len(values) != 1:
+        status, ed = AMBIGUOUS, None
+        notes.append("the runs disagree or a check failed: no ED degree is claimed (try another --seed)")
+    else:
+        status, ed = EXACT, values.pop()
+        notes.append(f"{len(runs)} runs over {len(set(r.prime for r in runs))} primes agree; "
+                     "a randomised count over F_p, not a proof")
+    notes.append("spurious critical points (where the gauge-fixed Jacobian drops rank) removed by "
+                 "1 - z m(w), m a random combination of its maximal minors; count divided by the "
+                 "generic fiber size")
+    return EDDegreeResult(ed, status, metric_text(weights, M), dimension, n_params, M, runs,
+                          seconds, notes, label, seed)
+
+
+def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, seed: int = 0,
+              timeout: float = DEFAULT_TIMEOUT, repeats: int = 2,
+              progress: Callable[[str], None] | None = None) -> EDDegreeResult:
+    """The ED degree of a polynomial network's neurovariety under evaluation at N generic inputs.
+
+    Math: V_N = {(phi_W(X_1), ..., phi_W(X_N))} closed, in K^{N d_l t} with the metric
+    `weights` (standard: the squared loss of a training set of N samples), X_n random over F_p.
+    The ED degree of V_N is the number of complex critical points of the loss
+    sum_n ||phi_W(X_n) - Y_n||^2 on the function space for generic targets Y: the algebraic
+    complexity of training. Computed by `image_ed_degree` on the gauge-fixed network map, the
+    dimension from the exact engine. N defaults to the least number of inputs whose evaluation
+    is injective on the span of the neurovariety (so V_N is isomorphic to V; the ED degree
+    depends on N and on the metric, both printed).
+
+    Raises:
+        ValueError: a network that is not polynomial (softmax, relu/gelu/tanh, a norm), or
+            `n_inputs` below the least injective N.
+
+    Example:
+        >>> from neuromanifold import Architecture
+        >>> r = ed_degree(Architecture((2, 1), (1,), 2), repeats=1)
+        >>> r.status
+        'exact (mod p, randomised)'
+    """
+    from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
+    from ..dimension.fp import rank_mod_p  # noqa: PLC0415
+    from ..errors import ComputationError  # noqa: PLC0415
+    from .network import evaluation_inputs, span_dimension  # noqa: PLC0415
+    from .polymap import check_polynomial, network_map, object_array  # noqa: PLC0415
+
+    check_polynomial(arch)
+    seed = check_seed(seed)
+    timeout = check_timeout(timeout)
+    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
+    if n_inputs is not None:
+        n_inputs = check_int("n_inputs", n_inputs, minimum=1, fix="Pass --inputs 1 or more.")
+    say = progress or (lambda _msg: None)
+    say("dimension by the exact engine")
+    dim_result = neuromanifold_dim(arch, method="certified", seed=seed)
+    r = dim_result.dimension
+    say("span of the neurovariety (coefficients over F_p)")
+    spans = [(p,) + span_dimension(arch, p, seed) for p in PRIMES]
+    span_dim = spans[0][1]
+    if any(s != span_dim for _, s, _ in spans):
+        raise ComputationError(f"the span of the neurovariety has dimensions "
+                               f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
+                               "rerun with another --seed.")
+    inputs, N = evaluation_inputs(arch, spans, seed)
+    if n_inputs is not None and n_inputs != N:
+        if n_inputs < N:
+            raise bad_value("n_inputs", f"at least {N} for this network (the least number of "
+                            "inputs whose evaluation is injective on the span of the neurovariety)",
+                            n_inputs, f"Pass --inputs {N} or more.")
+        rng = random.Random(purpose_seed(seed, f"ed-degree-inputs-{n_inputs}"))
+        count = n_inputs * arch.widths[0] * arch.tokens
+        inputs = object_array((n_inputs, arch.widths[0], arch.tokens),
+                              [rng.randrange(min(PRIMES)) for _ in range(count)])
+        F = network_map(arch, inputs)
+        import numpy as np  # noqa: PLC0415
+
+        if any(rank_mod_p(np.array([[int(v) % p for v in F(w)] for w in samples], dtype=np.int64), p)
+               != s for p, s, samples in spans):
+            raise ComputationError(f"evaluation at {n_inputs} random inputs is not injective on the "
+                                   "span; rerun with another --seed")
+        N = n_inputs
+    say(f"{N} input sequences; evaluation injective on the span (rank {span_dim})")
+    result = image_ed_degree(network_map(arch, inputs), arch.n_params, r, weights=weights,
+                             seed=seed, timeout=timeout, repeats=repeats, progress=say,
+                             label=str(arch))
+    result.notes[:0] = [
+        f"dimension {r} from the exact engine ({dim_result.status}, p = {dim_result.prime})",
+        f"the variety: the neurovariety evaluated at N = {N} random input sequences (random over "
+        f"F_p, injective on its span of dimension {span_dim}); the ED degree depends on N and on "
+        "the metric",
+    ]
+    result.span_dim, result.n_inputs = span_dim, N
+    return result
