@@ -7,7 +7,7 @@ import math
 import pytest
 
 from neuromanifold import Architecture, InputError
-from neuromanifold.degree import ed
+from neuromanifold.degrees import ed
 from neuromanifold.degrees.ed import ed_degree, image_ed_degree
 from neuromanifold.degrees.engine import EXACT
 
