@@ -92,11 +92,11 @@ def test_deeply_nested_json_is_one_line(tmp_path):
 
 
 def test_a_field_transformers_rejects_is_one_line(tmp_path):
-    """A field only transformers validates (layer_norm_epsilon 'abc'): `config`, exit 2."""
-    pytest.importorskip("transformers")
-    code, out, err = run_cli(["count", str(_config(tmp_path, "gpt2", layer_norm_epsilon="abc"))])
-    assert_refused(code, out, err, "config")
-    assert "layer_norm_epsilon" in err
+    """A field only transformers validated (layer_norm_epsilon 'abc') is refused by `count`'s own
+    config check in one line naming the file and the field, exit 2."""
+    path = _config(tmp_path, "gpt2", layer_norm_epsilon="abc")
+    code, out, err = run_cli(["count", str(path)])
+    assert_refused(code, out, err, f"{path}: layer_norm_epsilon")
 
 
 @pytest.mark.parametrize("shrink", ["layers=1,layers=2", "heads=4,vocab=7,heads=2"])
