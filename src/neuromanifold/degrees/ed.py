@@ -65,14 +65,9 @@ class EDRun:
 
     def to_dict(self) -> dict:
         """A JSON-serialisable description."""
-        def solve(c: SolveCount | None):
-            if c is None:
-                return None
-            return {"status": c.status, "distinct": c.n_distinct,
-                    "with_multiplicity": c.n_with_multiplicity, "seconds": round(c.seconds, 3),
-                    "reason": c.reason}
-        return {"prime": self.prime, "run": self.run, "critical": solve(self.critical_count),
-                "fiber": solve(self.fiber_count), "ed_degree": self.ed_degree, "note": self.note}
+        return {"prime": self.prime, "run": self.run, "critical": self.critical_count.to_dict(),
+                "fiber": self.fiber_count and self.fiber_count.to_dict(),
+                "ed_degree": self.ed_degree, "note": self.note}
 
 
 @dataclass

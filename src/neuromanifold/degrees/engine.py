@@ -52,14 +52,9 @@ class DegreeRun:
 
     def to_dict(self) -> dict:
         """A JSON-serialisable description."""
-        def solve(c: SolveCount | None):
-            if c is None:
-                return None
-            return {"status": c.status, "distinct": c.n_distinct,
-                    "with_multiplicity": c.n_with_multiplicity, "seconds": round(c.seconds, 3),
-                    "reason": c.reason}
-        return {"prime": self.prime, "run": self.run, "slice": solve(self.slice_count),
-                "fiber": solve(self.fiber_count), "degree": self.degree, "note": self.note}
+        return {"prime": self.prime, "run": self.run, "slice": self.slice_count.to_dict(),
+                "fiber": self.fiber_count and self.fiber_count.to_dict(), "degree": self.degree,
+                "note": self.note}
 
 
 @dataclass

@@ -42,6 +42,12 @@ class SolveCount:
     seconds: float
     reason: str = ""
 
+    def to_dict(self) -> dict:
+        """A JSON-serialisable description."""
+        return {"status": self.status, "distinct": self.n_distinct,
+                "with_multiplicity": self.n_with_multiplicity, "seconds": round(self.seconds, 3),
+                "reason": self.reason}
+
     @property
     def radical(self) -> bool:
         """True when every zero is simple (the ideal is radical)."""
