@@ -155,9 +155,7 @@ def print_json(obj) -> None:
 
 
 
-class TimeLimitReached(BaseException):
-    """Raised in the main thread when a command's --timeout passes (a BaseException, like
-    KeyboardInterrupt, so that no library's `except Exception` swallows it)."""
+from ..core.limits import TimeLimitReached, set_deadline  # noqa: E402  (re-exported)
 
 
 def check_timeout(timeout: object) -> float | None:
@@ -183,21 +181,29 @@ def time_limit(seconds: float | None):
     def on_alarm(_signum, _frame):
         raise TimeLimitReached
 
+    import time  # noqa: PLC0415
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
+    previous_deadline = set_deadline(time.perf_counter() + seconds)   # engines project against it
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        set_deadline(previous_deadline)
 
 
-def print_stopped(command: str, seconds: float, as_json: bool, architecture: dict | None) -> None:
-    """The result of a command stopped by --timeout: status `stopped`, no value (stdout)."""
-    why = (f"the --timeout of {seconds:g} s passed before a rank was read; rerun with a larger "
-           "--timeout")
+def print_stopped(command: str, seconds: float, as_json: bool, architecture: dict | None,
+                  what: str = "a rank was read", fields: tuple[str, ...] = ("dimension", "rank"),
+                  reason: str | None = None) -> None:
+    """The result of a command stopped by --timeout: status `stopped`, no value (stdout);
+    `fields` are the result's value keys, each null in --json; `reason`: a projection that
+    stopped the run before the limit (`core.limits.check_projection`)."""
+    why = (f"the --timeout of {seconds:g} s passed before {what}; rerun with a larger "
+           "--timeout") if reason is None else f"{reason}: stopped early; rerun with a larger --timeout"
     if as_json:
-        print_json({"command": command, "status": "stopped", "dimension": None, "rank": None,
+        print_json({"command": command, "status": "stopped", **{f: None for f in fields},
                     "timeout": seconds, "architecture": architecture, "notes": [why]})
     else:
         print(f"{command}: no answer  [stopped: {why}]")

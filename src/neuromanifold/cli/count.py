@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ..core.checks import bad_value, check_seed
-from .common import EXIT_AMBIGUOUS, err, print_json
+from .common import EXIT_AMBIGUOUS, print_json, stderr_progress
 
 
 def config_from_options(config: Optional[str], model_type: Optional[str]) -> tuple[dict, str]:
@@ -208,6 +208,11 @@ def count_command(
                         mt, "Drop --numerical: --validate certifies the shrunk converted network.")
     cfg = hf.check_config(cfg, source)
     check_class = check_class or validate
+    # Progress on stderr for every phase of a --validate (seconds to minutes; stdout, --json
+    # included, carries only the result); a plain count is arithmetic and says nothing.
+    say = stderr_progress("count") if validate else (lambda _msg: None)
+    say(f"counting {mt} from the config" + (" (and transformers' model class on the meta "
+                                             "device)" if check_class else ""))
     result: dict = {"model_type": mt}
     if not ruled:
         result.update(certify.full_size(cfg, check=check_class))
@@ -225,20 +230,27 @@ def count_command(
     result["evidence"] = certify.real_width_evidence(cfg)
     check = None
     if validate:
-        progress = None if as_json else (lambda msg: err.print(msg, style="dim"))
+        progress = say
+        say("validation: certifying the dimension of a shrunk model")
         check = certify.validate(cfg, seed=seed, tokens=tokens, progress=progress)
         if ruled or check["rules"].get("count") is not None:
             ladder = certify.quick_ladder(cfg) + ((certify.real_width_size(cfg),) if real_width
                                                   else ())
-            check["independence"] = certify.independence(cfg, seed=seed, ladder=ladder)
+            say("independence of the counted families at " + ", ".join(
+                f"{layers} layers x {heads} heads of width {head_dim}"
+                for layers, heads, head_dim, _ in ladder) + " (tangent ranks over F_p)")
+            check["independence"] = certify.independence(cfg, seed=seed, ladder=ladder,
+                                                         progress=progress)
         if ruled:
             if numerical:
+                say("numerical cross-check: functional_dim of the shrunk transformers model")
                 check["numerical"] = {k: v for k, v in hf.validate(
                     spec, seed=seed, tokens=4, progress=progress).items()
                     if k in ("n_params", "counted", "measured", "measured_status", "verified",
                              "finding", "seconds")}
         result["validation"] = check
         if hidden_state and check["output"] != "hidden":
+            say("validation of the hidden-state network")
             result["validation_hidden"] = certify.validate(cfg, seed=seed, tokens=tokens,
                                                            progress=progress, output="hidden")
     if as_json:

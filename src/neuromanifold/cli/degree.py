@@ -7,7 +7,15 @@ from typing import Optional
 import typer
 
 from ..core.checks import check_seed
-from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json, stderr_progress
+from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, print_json,
+                     print_stopped, stderr_progress, time_limit)
+
+# Seconds past --timeout at which the signal-based limit ends a phase the engine cannot poll
+# (the exact engine's dimension); the engine's own deadline normally stops the run first.
+TIMEOUT_GRACE = 2.0
+MAX_MEMORY_HELP = ("Refuse (exit 2) when the estimated peak of a phase exceeds this: 16G, 500M, "
+                   "or a fraction such as 0.5 of the available memory (default 0.8); every "
+                   "phase is estimated before any work.")
 
 
 def degree_command(
@@ -21,9 +29,10 @@ def degree_command(
     mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
     activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
     norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
-    timeout: float = typer.Option(600.0, help="Seconds for all the solves together (the slice and "
-                                  "fiber systems; the dimension and span checks come first); "
-                                  "past it the result is stopped, never guessed."),
+    timeout: float = typer.Option(600.0, help="Seconds of wall time for the whole run (the "
+                                  "dimension, the span, the inputs, the gauge and the solves); "
+                                  "past it the result is stopped (exit 1), never guessed."),
+    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
     repeats: int = typer.Option(2, help="Independent slices per prime (two primes near 2^30)."),
     seed: int = typer.Option(0, help="Random seed for the gauge points, slices and inputs."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -35,10 +44,18 @@ def degree_command(
     check_seed(seed)
     arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
                                     residual=residual, mlp=mlp, activation=activation, norm=norm)
+    from ..degrees.engine import check_timeout  # noqa: PLC0415
     from ..degrees.network import degree  # noqa: PLC0415  (flint and torch only when computing)
 
-    result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
-                    progress=stderr_progress("degree"))
+    timeout = check_timeout(timeout)
+    try:
+        with time_limit(timeout + TIMEOUT_GRACE):
+            result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
+                            progress=stderr_progress("degree"), max_memory=max_memory)
+    except TimeLimitReached:
+        print_stopped("degree", timeout, as_json, arch.to_dict(), "a degree was found",
+                      ("degree",))
+        raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json({"architecture": arch.to_dict(), **result.to_dict()})
     else:

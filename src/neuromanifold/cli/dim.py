@@ -185,8 +185,9 @@ def dim(
                                        device=device, prime=prime, progress=progress,
                                        max_memory=max_memory, precision=precision,
                                        backend=backend, scheduler=scheduler)
-    except TimeLimitReached:
-        print_stopped("dim", timeout, as_json, arch.to_dict())
+    except TimeLimitReached as stop:
+        print_stopped("dim", timeout, as_json, arch.to_dict(),
+                      reason=stop.args[0] if stop.args else None)
         raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json(result.to_dict())

@@ -7,7 +7,9 @@ from typing import Optional
 import typer
 
 from ..core.checks import check_seed
-from .common import EXIT_AMBIGUOUS, build_block_architecture, print_json
+from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, check_timeout,
+                     print_json, print_stopped, stderr_progress, time_limit)
+from .degree import MAX_MEMORY_HELP, TIMEOUT_GRACE
 
 
 def equations_command(
@@ -24,6 +26,10 @@ def equations_command(
     max_degree: int = typer.Option(4, help="Highest degree k tried."),
     max_monomials: int = typer.Option(3000, help="Stop at a degree with more monomials than this."),
     seed: int = typer.Option(0, help="Random seed for the interpolation and check points."),
+    timeout: Optional[float] = typer.Option(None, help="Seconds of wall time for the whole run "
+                                            "(the span, the interpolation, the lift and the "
+                                            "check); past it the result is stopped (exit 1)."),
+    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Hilbert function and lowest-degree equations of a neurovariety, exact over Q.
@@ -35,10 +41,20 @@ def equations_command(
                                     residual=residual, mlp=mlp, activation=activation, norm=norm)
     from ..degrees.equations import implicit_equations  # noqa: PLC0415
 
-    result = implicit_equations(arch, max_degree=max_degree, seed=seed, max_monomials=max_monomials)
+    timeout = check_timeout(timeout)
+    try:
+        with time_limit(None if timeout is None else timeout + TIMEOUT_GRACE):
+            result = implicit_equations(arch, max_degree=max_degree, seed=seed,
+                                        max_monomials=max_monomials, timeout=timeout,
+                                        max_memory=max_memory,
+                                        progress=stderr_progress("equations"))
+    except TimeLimitReached:
+        print_stopped("equations", timeout, as_json, arch.to_dict(), "the equations were found",
+                      ("lowest_degree", "equations"))
+        raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json(result.to_dict())
     else:
         print(result)
-    if result.lowest_degree is not None and not result.verified:
+    if result.status == "stopped" or (result.lowest_degree is not None and not result.verified):
         raise typer.Exit(EXIT_AMBIGUOUS)

@@ -8,7 +8,7 @@ import typer
 
 from ..core.checks import bad_value, check_seed
 from ..io.outputs import staged_files
-from .common import check_output_files, err
+from .common import check_output_files, err, stderr_progress
 
 
 def figure1(
@@ -30,7 +30,9 @@ def figure1(
         raise bad_value("grid", "an integer >= 4", grid, "Pass e.g. --grid 110.")
     err.print(f"figure1: seed {seed}")
     out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
-    data = figure1_data(seed=seed, n_grid=grid)
+    say = stderr_progress("figure1")
+    data = figure1_data(seed=seed, n_grid=grid, progress=say)
+    say("drawing the figure")
     with staged_files([png, text]) as (png_tmp, text_tmp):
         text_tmp.write_text(data.report())
         plot_figure1(data, png_tmp)

@@ -10,6 +10,7 @@ resource limit, a `ResourceError` (also exit code 2); the message names the opti
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from .checks import bad_value
@@ -79,3 +80,47 @@ def check_output_folder(name: str, folder: str | os.PathLike) -> None:
                         "pass a folder you own.") from None
     os.close(fd)
     os.unlink(test)
+
+
+class TimeLimitReached(BaseException):
+    """Raised in the main thread when a command's --timeout passes, or when a pass of work is
+    projected to end past it (a BaseException, like KeyboardInterrupt, so that no library's
+    `except Exception` swallows it). `args[0]`, when given, says why (the projection)."""
+
+
+# The wall-clock deadline (time.perf_counter seconds) of the command running in this process, set
+# by the CLI's `time_limit`; None: no limit. Engines read it through `time_left` to stop a pass
+# whose projected end is past it, instead of running into the limit with nothing to show.
+_DEADLINE: list[float | None] = [None]
+
+
+def set_deadline(at: float | None) -> float | None:
+    """Set the process's deadline (None: none); returns the previous one."""
+    previous, _DEADLINE[0] = _DEADLINE[0], at
+    return previous
+
+
+def time_left() -> float | None:
+    """Seconds until the process's deadline, or None when no --timeout is running."""
+    at = _DEADLINE[0]
+    return None if at is None else at - time.perf_counter()
+
+
+def check_projection(done: int, total: int, elapsed: float, what: str) -> float:
+    """The projected seconds left of a pass of `total` equal steps of which `done` took
+    `elapsed` seconds; raise TimeLimitReached (saying the projection) when they exceed the
+    time left before the deadline.
+
+    Math: remaining = elapsed / done * (total - done), a measured rate, not a model: the steps
+    of one pass are chunks of the same size through the same network.
+    """
+    if done <= 0 or done >= total:
+        return 0.0
+    remaining = elapsed / done * (total - done)
+    left = time_left()
+    if left is not None and remaining > left:
+        raise TimeLimitReached(
+            f"{what} is projected to need {elapsed + remaining:.0f} s ({elapsed:.1f} s for "
+            f"{done} of {total}), more than the {max(left, 0.0) + elapsed:.0f} s the --timeout "
+            "left it")
+    return remaining

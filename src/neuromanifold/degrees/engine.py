@@ -28,6 +28,7 @@ import numpy as np
 
 from ..core.checks import bad_type, bad_value, check_int, check_seed
 from ..core.seeds import purpose_seed
+from .budget import Deadline, DegreeStopped
 from .msolve import MAX_PRIME, SolveCount, count_solutions
 
 # Two primes below 2^30 (msolve's parametrisation loops on primes above about 1.4e9).
@@ -68,7 +69,7 @@ class DegreeResult:
 
     degree: int | None
     status: str
-    dimension: int
+    dimension: int | None
     n_params: int
     n_outputs: int
     runs: list[DegreeRun]
@@ -96,9 +97,11 @@ class DegreeResult:
 
     def __str__(self) -> str:
         value = "-" if self.degree is None else str(self.degree)
+        dimension = "-" if self.dimension is None else str(self.dimension)
+        coordinates = f", {self.n_outputs} coordinates" if self.n_outputs else ""
         lines = [f"{self.label}".strip(),
-                 f"degree {value}  [{self.status}]  dimension {self.dimension}, "
-                 f"{self.n_params} parameters, {self.n_outputs} coordinates, {self.seconds:.1f} s, "
+                 f"degree {value}  [{self.status}]  dimension {dimension}, "
+                 f"{self.n_params} parameters{coordinates}, {self.seconds:.1f} s, "
                  f"seed {self.seed}"]
         for run in self.runs:
             fib = run.fiber_count
@@ -107,7 +110,8 @@ class DegreeResult:
                 + (f", fiber {_count_text(fib)}" if fib is not None else "")
                 + (f" -> degree {run.degree}" if run.degree is not None else "")
                 + (f" ({run.note})" if run.note else ""))
-        lines.append(f"  runs agree: {'yes' if self.agree else 'no'} ({len(self.runs)} runs)")
+        if self.runs:
+            lines.append(f"  runs agree: {'yes' if self.agree else 'no'} ({len(self.runs)} runs)")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(line for line in lines if line)
 
@@ -186,11 +190,14 @@ def _poly_ring(n: int, p: int, name: str = "w"):
     return flint.nmod_mpoly_ctx.get((name, n), modulus=p)
 
 
-def jacobian_at(polys: Sequence, point: Sequence[int], n: int, p: int) -> np.ndarray:
+def jacobian_at(polys: Sequence, point: Sequence[int], n: int, p: int,
+                deadline: Deadline | None = None) -> np.ndarray:
     """dF(point) mod p, shape (M, n), from polynomials in n variables (exact over F_p)."""
     J = np.zeros((len(polys), n), dtype=np.int64)
     values = [int(v) for v in point]
     for i, f in enumerate(polys):
+        if deadline is not None:
+            deadline.check("the Jacobian at the gauge point")
         if isinstance(f, int):
             continue
         for j in range(n):
@@ -204,14 +211,15 @@ def _as_polys(values: Sequence, ctx) -> list:
             for v in values]
 
 
-def _gauge(F: Callable, n: int, p: int, rng: random.Random):
-    """(free columns, w0 residues, rank) of the Jacobian at a random point w0 (exact mod p)."""
+def _gauge(F: Callable, n: int, p: int, rng: random.Random, deadline: Deadline | None = None):
+    """(free columns, w0 residues, rank) of the Jacobian at a random point w0 (exact mod p);
+    the deadline is polled between the Jacobian's rows."""
     from ..dimension.fp import pivot_columns_mod_p  # noqa: PLC0415
 
     ctx = _poly_ring(n, p)
     polys = _as_polys(F(list(ctx.gens())), ctx)
     w0 = [rng.randrange(1, p) for _ in range(n)]
-    J = jacobian_at(polys, w0, n, p)
+    J = jacobian_at(polys, w0, n, p, deadline)
     free = pivot_columns_mod_p(J, p)
     return free, w0
 
@@ -226,11 +234,12 @@ def _gauge_fixed(F: Callable, free: list[int], w0: list[int], p: int):
     return ctx, _as_polys(F(values), ctx)
 
 
-def _one_run(F: Callable, n: int, dimension: int, p: int, seed: int, run: int, deadline: float,
-             say: Callable[[str], None]) -> DegreeRun:
+def _one_run(F: Callable, n: int, dimension: int, p: int, seed: int, run: int,
+             deadline: Deadline, say: Callable[[str], None]) -> DegreeRun:
     """Gauge point, slice and fiber point drawn from their own stream; both solves by msolve."""
     rng = random.Random(purpose_seed(seed, f"degree-run-{p}-{run}"))
-    free, w0 = _gauge(F, n, p, rng)
+    say(f"p = {p}, run {run}: the gauge (the map in {n} unknowns and its Jacobian)")
+    free, w0 = _gauge(F, n, p, rng, deadline)
     if len(free) != dimension:
         return DegreeRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                          f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
@@ -241,19 +250,20 @@ def _one_run(F: Callable, n: int, dimension: int, p: int, seed: int, run: int, d
     M = len(G)
     slice_polys = []
     for _ in range(r):
+        deadline.check("building the slice system")
         f = ctx.from_dict({(0,) * r: rng.randrange(p)})
         for g in G:
             f = f + rng.randrange(p) * g
         slice_polys.append(f)
     say(f"p = {p}, run {run}: solving the slice ({r} equations in {r} unknowns)")
-    slice_count = count_solutions(slice_polys, names, p, deadline - time.perf_counter())
+    slice_count = count_solutions(slice_polys, names, p, deadline.left())
     if slice_count.status != "finite" or not slice_count.radical:
         return DegreeRun(p, run, slice_count, None, None, _why(slice_count, "slice"))
     w1 = [rng.randrange(1, p) for _ in range(r)]
     at_w1 = [int(g(*w1)) for g in G]
     fiber_polys = [g - ctx.from_dict({(0,) * r: v}) for g, v in zip(G, at_w1)]
     say(f"p = {p}, run {run}: solving the fiber ({M} equations in {r} unknowns)")
-    fiber_count = count_solutions(fiber_polys, names, p, deadline - time.perf_counter())
+    fiber_count = count_solutions(fiber_polys, names, p, deadline.left())
     if fiber_count.status != "finite" or not fiber_count.radical:
         return DegreeRun(p, run, slice_count, fiber_count, None, _why(fiber_count, "fiber"))
     e = fiber_count.n_distinct
@@ -274,7 +284,8 @@ def _why(c: SolveCount, what: str) -> str:
 def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | None = None, *,
                  seed: int = 0, timeout: float = DEFAULT_TIMEOUT, repeats: int = 2,
                  primes: Sequence[int] = PRIMES, label: str = "",
-                 progress: Callable[[str], None] | None = None) -> DegreeResult:
+                 progress: Callable[[str], None] | None = None,
+                 deadline: Deadline | None = None) -> DegreeResult:
     """The degree of the closure of the image of the polynomial map F: K^n -> K^M.
 
     Math: deg V = #(V cut by dim V generic affine hyperplanes), counted as the zeros of the
@@ -292,6 +303,9 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
             is killed and the result is `stopped`.
         repeats: independent runs per prime (each with its own gauge point and slice).
         primes: primes 3 <= p < 2^30 (at least one; msolve's range).
+        deadline: a `budget.Deadline` shared with earlier phases (replaces `timeout`'s own);
+            it is polled between the steps of every run (the map, its Jacobian, the slices)
+            and bounds each msolve call.
 
     Raises:
         ValueError, TypeError: the template message for an `n_params` smaller than the number of
@@ -319,16 +333,27 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
     M = check_polynomial_map(F, n_params)
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
-    deadline = start + float(timeout)
+    deadline = deadline if deadline is not None else Deadline.after(timeout)
     notes = []
     if dimension is None:
-        free, _ = _gauge(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
+        try:
+            free, _ = _gauge(F, n_params, primes[0],
+                             random.Random(purpose_seed(seed, "degree-dimension")), deadline)
+        except DegreeStopped as stop:
+            return DegreeResult(None, STOPPED, 0, n_params, M, [], time.perf_counter() - start,
+                                [f"the time limit passed during {stop.phase}: no degree is "
+                                 "claimed (raise --timeout)"], label, seed)
         dimension = len(free)
         notes.append(f"dimension {dimension} from the Jacobian rank mod p at one random point")
     runs = []
     for p in primes:
         for k in range(repeats):
-            run = _one_run(F, n_params, dimension, p, seed, k, deadline, say)
+            try:
+                run = _one_run(F, n_params, dimension, p, seed, k, deadline, say)
+            except DegreeStopped as stop:
+                run = DegreeRun(p, k, SolveCount("stopped", None, None, 0.0,
+                                                 f"the time limit passed during {stop.phase}"),
+                                None, None, "stopped before the solves")
             runs.append(run)
             if run.degree is None:
                 break

@@ -19,21 +19,25 @@ import random
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 
 from ..core.architecture import Architecture
 from ..core.checks import check_int, check_seed
 from ..core.seeds import purpose_seed
-from ..dimension.fp import pivot_columns_mod_p, rank_mod_p
+from ..dimension.fp import pivot_columns_mod_p, rank_mod_p, to_nmod_mat
 from ..errors import ComputationError
-from .network import span_dimension
+from .budget import (MAX_SPAN_SAMPLES, Deadline, DegreeStopped, check_phase,
+                     coefficient_count_bound, interpolation_estimate, span_estimate)
+from .network import span_basis
 from .polymap import check_polynomial, forward_objects, function_coefficients, object_array
 
 # Primes below 2^30 for the lift (the first two are the degree engine's).
 LIFT_PRIMES = (1_073_741_789, 1_073_741_783, 1_073_741_741, 1_073_741_723, 1_073_741_719,
                1_073_741_717, 1_073_741_689, 1_073_741_671)
 _CHECK_POINTS = 5
+STOPPED = "stopped"
 
 
 @dataclass
@@ -45,7 +49,7 @@ class EquationsResult:
     """
 
     architecture: dict
-    span_dim: int
+    span_dim: int | None
     n_coefficients: int
     hilbert: dict[int, int]
     n_equations: dict[int, int]
@@ -71,6 +75,9 @@ class EquationsResult:
                 "notes": self.notes}
 
     def __str__(self) -> str:
+        if self.span_dim is None:
+            return "\n".join([f"equations: none  [{self.status}]"]
+                             + [f"note: {n}" for n in self.notes])
         lines = [f"span of the neurovariety: dimension {self.span_dim} (of {self.n_coefficients} "
                  f"coefficients of phi; {self.n_coefficients - self.span_dim} linear relations "
                  f"among them) [exact (mod p, randomised)]",
@@ -78,7 +85,9 @@ class EquationsResult:
         for k in sorted(self.hilbert):
             monos = math.comb(self.span_dim + k - 1, k)
             lines.append(f"{k:8d} | {monos:9d} | {self.hilbert[k]:16d} | {self.n_equations[k]:d}")
-        if self.lowest_degree is None:
+        if self.status == STOPPED:
+            lines.append(f"no equation claimed [{STOPPED}]")
+        elif self.lowest_degree is None:
             lines.append("no equation up to this degree: V spans its degree-k forms")
         else:
             lines.append(f"lowest-degree equations (degree {self.lowest_degree}, {len(self.equations)}, "
@@ -121,7 +130,7 @@ def _kernel_rref(matrix: np.ndarray, p: int) -> list[list[int]]:
     """The reduced row echelon basis of the right kernel of `matrix` mod p (unique)."""
     import flint  # noqa: PLC0415
 
-    A = flint.nmod_mat(matrix.tolist(), p)
+    A = to_nmod_mat(matrix, p)
     X, nullity = A.nullspace()
     if nullity == 0:
         return []
@@ -137,57 +146,93 @@ def _exponents(monomial: tuple[int, ...], s: int) -> tuple[int, ...]:
     return tuple(exps)
 
 
+def equations_estimates(arch: Architecture, max_degree: int, max_monomials: int,
+                        max_memory: object | None = None) -> list:
+    """The memory estimate of each phase of `implicit_equations`, checked against the budget
+    before anything runs (ResourceError, one line): the span, and the largest interpolation
+    matrix it can build (at most `max_monomials` monomials)."""
+    s_max = min(coefficient_count_bound(arch), MAX_SPAN_SAMPLES)
+    monos = min(max_monomials, math.comb(s_max + max_degree - 1, max_degree))
+    estimates = [span_estimate(arch), interpolation_estimate(monos)]
+    for estimate in estimates:
+        check_phase(estimate, max_memory)
+    return estimates
+
+
 def implicit_equations(arch: Architecture, *, max_degree: int = 4, seed: int = 0,
-                       max_monomials: int = 3000) -> EquationsResult:
+                       max_monomials: int = 3000, timeout: float | None = None,
+                       max_memory: object | None = None,
+                       progress: Callable[[str], None] | None = None) -> EquationsResult:
     """The Hilbert function of a small neurovariety up to `max_degree` and its lowest-degree
     equations over Q, verified exactly at fresh integer points.
 
     Math: module docstring. The counts are exact over F_p at random points (randomised); the
-    equations are exact over Q and checked to vanish at random integer networks.
+    equations are exact over Q and checked to vanish at random integer networks. `timeout`
+    (seconds, every phase: span, interpolation, lift, check) ends the run with status
+    `stopped` and no equation claimed; the memory of every phase is checked against
+    `max_memory` (default 80% of the available memory) before anything runs.
 
     Example:
         >>> r = implicit_equations(Architecture((2, 1), (2,), 3))    # Figure 1
         >>> (r.lowest_degree, len(r.equations), r.verified)
         (4, 1, True)
     """
+    from .engine import check_timeout  # noqa: PLC0415
+
     check_polynomial(arch)
     seed = check_seed(seed)
     max_degree = check_int("max_degree", max_degree, minimum=1, fix="Pass --max-degree 4.")
     max_monomials = check_int("max_monomials", max_monomials, minimum=1, fix="Pass --max-monomials 3000.")
+    timeout = None if timeout is None else check_timeout(timeout)
+    equations_estimates(arch, max_degree, max_monomials, max_memory)
+    say = progress or (lambda _msg: None)
     start = time.perf_counter()
+    deadline = Deadline.after(math.inf if timeout is None else timeout)
     p = LIFT_PRIMES[0]
-    s, samples = span_dimension(arch, p, seed)
-    # coordinates on S: s pivot coefficients of the sample matrix
-    coeffs = [function_coefficients(arch, w, p) for w in samples]
-    keys = sorted({k for c in coeffs for k in c})
-    matrix = np.array([[c.get(k, 0) for k in keys] for c in coeffs], dtype=np.int64)
-    pivots = pivot_columns_mod_p(matrix, p)
-    if len(pivots) != s:
-        raise ComputationError("the pivot coefficients do not span the span; rerun with another --seed")
-    chosen = [keys[j] for j in pivots]
-    coordinates = [f"coefficient of x^{mono} in phi[{idx // arch.tokens},{idx % arch.tokens}]"
-                   for idx, mono in chosen]
     hilbert, n_equations, notes = {}, {}, []
-    lowest = None
-    for k in range(1, max_degree + 1):
-        n_monos = math.comb(s + k - 1, k)
-        if n_monos > max_monomials:
-            notes.append(f"degree {k} has {n_monos} monomials (> {max_monomials}): stopped there")
-            break
-        rank = rank_mod_p(_monomial_matrix(arch, chosen, k, s, p, seed), p)
-        monos = range(n_monos)
-        hilbert[k], n_equations[k] = rank, len(monos) - rank
-        if rank < len(monos):
-            lowest = k
-            break
-    equations, verified, status = [], False, "none found"
-    if lowest is not None:
-        equations = _lift(arch, chosen, lowest, s, seed)
-        verified = _verify(arch, chosen, equations, seed)
-        status = "exact over Q (verified at random integer points)" if verified else "ambiguous"
-        if not verified:
-            notes.append("the lifted equations did not vanish at fresh integer points: not claimed")
-    return EquationsResult(arch.to_dict(), s, len(keys), hilbert, n_equations, lowest, equations,
+    s, n_keys, coordinates = None, 0, []
+    try:
+        say("span of the neurovariety (coefficients over F_p)")
+        span = span_basis(arch, p, seed, deadline, say)
+        if not span.complete:
+            raise ComputationError(f"the span of the neurovariety is still growing after "
+                                   f"{span.dimension} independent random networks (the cap); "
+                                   "use a smaller network")
+        s, n_keys = span.dimension, len(span.keys)
+        # coordinates on S: s pivot coefficients, in the sorted order of the coefficients
+        order = sorted(range(n_keys), key=lambda j: span.keys[j])
+        pivots = pivot_columns_mod_p(span.basis[:, order], p)
+        if len(pivots) != s:
+            raise ComputationError("the pivot coefficients do not span the span; rerun with another --seed")
+        chosen = [span.keys[order[j]] for j in pivots]
+        coordinates = [f"coefficient of x^{mono} in phi[{idx // arch.tokens},{idx % arch.tokens}]"
+                       for idx, mono in chosen]
+        lowest = None
+        for k in range(1, max_degree + 1):
+            n_monos = math.comb(s + k - 1, k)
+            if n_monos > max_monomials:
+                notes.append(f"degree {k} has {n_monos} monomials (> {max_monomials}): stopped there")
+                break
+            say(f"degree {k}: interpolation on {n_monos} monomials")
+            rank = rank_mod_p(_monomial_matrix(arch, chosen, k, s, p, seed, deadline), p)
+            hilbert[k], n_equations[k] = rank, n_monos - rank
+            if rank < n_monos:
+                lowest = k
+                break
+        equations, verified, status = [], False, "none found"
+        if lowest is not None:
+            say(f"degree {lowest}: lifting the {n_equations[lowest]} equations to Q")
+            equations = _lift(arch, chosen, lowest, s, seed, deadline)
+            verified = _verify(arch, chosen, equations, seed, deadline)
+            status = "exact over Q (verified at random integer points)" if verified else "ambiguous"
+            if not verified:
+                notes.append("the lifted equations did not vanish at fresh integer points: not claimed")
+    except DegreeStopped as stop:
+        notes.append(f"the --timeout of {timeout:g} s passed during {stop.phase}: no equation "
+                     "is claimed (raise --timeout)")
+        return EquationsResult(arch.to_dict(), s, n_keys, hilbert, n_equations, None, [], False,
+                               coordinates, STOPPED, time.perf_counter() - start, seed, notes)
+    return EquationsResult(arch.to_dict(), s, n_keys, hilbert, n_equations, lowest, equations,
                            verified, coordinates, status, time.perf_counter() - start, seed, notes)
 
 
@@ -214,28 +259,32 @@ def _integer_coefficients(arch: Architecture, weights: list[int], chosen: list) 
     return values
 
 
-def _monomial_value(y: list[int], mono: tuple[int, ...], p: int) -> int:
-    out = 1
-    for i in mono:
-        out = out * y[i] % p
+def _monomial_matrix(arch, chosen, k: int, s: int, prime: int, seed: int,
+                     deadline: Deadline | None = None) -> np.ndarray:
+    """[m(y(W_j))] mod prime over the degree-k monomials m and #monomials + 10 random W_j
+    (int64, filled one network at a time; the deadline is polled before each)."""
+    rng = random.Random(purpose_seed(seed, f"equations-{k}-{prime}"))
+    monos = np.array(list(itertools.combinations_with_replacement(range(s), k)), dtype=np.int64)
+    out = np.zeros((len(monos) + 10, len(monos)), dtype=np.int64)
+    for row in range(out.shape[0]):
+        if deadline is not None:
+            deadline.check(f"the degree-{k} interpolation (p = {prime}, network {row + 1} of "
+                           f"{out.shape[0]})")
+        y = np.array(_span_point(arch, chosen, [rng.randrange(prime) for _ in range(arch.n_params)],
+                                 prime), dtype=np.int64)
+        values = y[monos[:, 0]]
+        for i in range(1, k):
+            values = values * y[monos[:, i]] % prime
+        out[row] = values
     return out
 
 
-def _monomial_matrix(arch, chosen, k: int, s: int, prime: int, seed: int) -> np.ndarray:
-    """[m(y(W_j))] mod prime over the degree-k monomials m and #monomials + 10 random W_j."""
-    rng = random.Random(purpose_seed(seed, f"equations-{k}-{prime}"))
-    monos = list(itertools.combinations_with_replacement(range(s), k))
-    points = [_span_point(arch, chosen, [rng.randrange(prime) for _ in range(arch.n_params)], prime)
-              for _ in range(len(monos) + 10)]
-    return np.array([[_monomial_value(y, m, prime) for m in monos] for y in points], dtype=np.int64)
-
-
-def _lift(arch, chosen, k, s, seed) -> list[dict]:
+def _lift(arch, chosen, k, s, seed, deadline: Deadline | None = None) -> list[dict]:
     """The degree-k equations over Z: CRT of the RREF kernels and rational reconstruction."""
     monos = list(itertools.combinations_with_replacement(range(s), k))
     modulus, combined, previous = 1, None, None
     for prime in LIFT_PRIMES:
-        kernel = _kernel_rref(_monomial_matrix(arch, chosen, k, s, prime, seed), prime)
+        kernel = _kernel_rref(_monomial_matrix(arch, chosen, k, s, prime, seed, deadline), prime)
         if combined is None:
             combined = kernel
         else:
@@ -266,10 +315,13 @@ def _primitive(row: list[Fraction], monos, s: int) -> dict:
     return {_exponents(m, s): c for m, c in zip(monos, ints) if c}
 
 
-def _verify(arch, chosen, equations: list[dict], seed: int) -> bool:
+def _verify(arch, chosen, equations: list[dict], seed: int,
+            deadline: Deadline | None = None) -> bool:
     """Each equation vanishes exactly (python integers) at fresh random integer networks."""
     rng = random.Random(purpose_seed(seed, "equations-verify"))
     for _ in range(_CHECK_POINTS):
+        if deadline is not None:
+            deadline.check("the exact check of the equations")
         y = _span_point(arch, chosen, [rng.randrange(-50, 51) for _ in range(arch.n_params)], None)
         for eq in equations:
             if sum(c * math.prod(v ** e for v, e in zip(y, mono)) for mono, c in eq.items()):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import random
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -24,48 +26,155 @@ from ..core.checks import check_int, check_seed
 from ..core.seeds import purpose_seed
 from ..dimension.fp import rank_mod_p
 from ..errors import ComputationError
+from .budget import MAX_SPAN_SAMPLES, Deadline
 from .engine import DEFAULT_TIMEOUT, PRIMES, DegreeResult, check_timeout, image_degree
-from .polymap import check_polynomial, function_coefficients, network_map, object_array
+from .polymap import check_polynomial, coefficient_polynomials, network_map, object_array
 
-_MAX_SPAN_SAMPLES = 4096
+# Basis rows updated at once when a new pivot is eliminated from them (bounds the temporaries).
+_UPDATE_ROWS = 256
+# Seconds between two progress lines of a long phase.
+_PROGRESS_EVERY = 5.0
 
 
 def _random_residues(rng: random.Random, count: int, p: int) -> list[int]:
     return [rng.randrange(p) for _ in range(count)]
 
 
-def span_dimension(arch: Architecture, p: int, seed: int) -> tuple[int, list[list[int]]]:
-    """(dim S, the K random weight vectors used), exactly over F_p at random networks.
+@dataclass
+class Span:
+    """The linear span S of the neurovariety over F_p, measured at random networks.
 
-    Math: K random points of V span S once K > dim S, so rank < K means the rank is dim S.
+    dimension: dim S (exact over F_p, randomised) when `complete`; else a lower bound (the
+    sample cap was reached with every sample independent). samples: the weight vectors used.
+    keys: the coefficient of each column, (output entry, input monomial exponents).
+    basis: dim S x len(keys) int64 residues, the reduced row echelon basis of S (columns in
+    `keys` order); pivots: its pivot column per row.
+    """
+
+    dimension: int
+    samples: list[list[int]]
+    keys: list[tuple]
+    basis: np.ndarray
+    pivots: list[int]
+    complete: bool
+
+
+class _Columns:
+    """Column index of each (output entry, monomial) coefficient, in order of first appearance."""
+
+    def __init__(self):
+        self.index: dict[tuple, int] = {}
+
+    def row(self, arch: Architecture, weights: list[int], p: int) -> tuple[np.ndarray, np.ndarray]:
+        """(columns, residues) of the nonzero coefficients of phi_W, as int64 arrays."""
+        cols, vals = [], []
+        index = self.index
+        for out, poly in enumerate(coefficient_polynomials(arch, weights, p)):
+            if isinstance(poly, int):
+                continue
+            for mono, c in zip(poly.monoms(), poly.coeffs()):
+                c = int(c)
+                if c:
+                    cols.append(index.setdefault((out, mono), len(index)))
+                    vals.append(c)
+        return np.array(cols, dtype=np.int64), np.array(vals, dtype=np.int64)
+
+
+def _reduce(v: np.ndarray, basis: np.ndarray, pivots: list[int], p: int) -> np.ndarray:
+    """v minus its combination of the reduced basis rows (v[pivots] @ basis), mod p.
+
+    Math: with the coefficients c = c_lo + 2^15 c_hi (0 <= c_lo, c_hi < 2^15) each int64 sum
+    c_lo @ basis has at most 4096 terms < 2^45: exact (no overflow below 2^18 rows).
+    """
+    if not pivots:
+        return v % p
+    c = v[pivots]
+    lo, hi = c & 0x7FFF, c >> 15
+    out = v - (lo @ basis) % p
+    out -= ((hi @ basis) % p) * 2 ** 15 % p
+    return out % p
+
+
+def span_basis(arch: Architecture, p: int, seed: int, deadline: Deadline | None = None,
+               say: Callable[[str], None] | None = None) -> Span:
+    """The span S of the neurovariety over F_p, from random networks until one is dependent.
+
+    Math: random points c(W_1), c(W_2), ... of V are added to a reduced row echelon basis; the
+    first that lies in the span of the earlier ones ends the phase: outside a proper algebraic
+    set of draws (probability <= deg/p per draw, Schwartz-Zippel) that span is S itself. Rows
+    are int64 residues (8 bytes an entry); the deadline is polled after every sample and every
+    block of the elimination.
     """
     rng = random.Random(purpose_seed(seed, "degree-span"))
-    samples, rows, columns = [], [], {}
-    K = 8
+    columns = _Columns()
+    samples: list[list[int]] = []
+    pivots: list[int] = []
+    basis = np.zeros((0, 0), dtype=np.int64)
+    last = time.perf_counter()
     while True:
-        while len(samples) < K:
-            w = _random_residues(rng, arch.n_params, p)
-            samples.append(w)
-            coeffs = function_coefficients(arch, w, p)
-            rows.append(coeffs)
-            for key in coeffs:
-                columns.setdefault(key, len(columns))
-        matrix = np.zeros((len(rows), max(1, len(columns))), dtype=np.int64)
-        for i, coeffs in enumerate(rows):
-            for key, c in coeffs.items():
-                matrix[i, columns[key]] = c
-        rank = rank_mod_p(matrix, p)
-        if rank < K or K >= _MAX_SPAN_SAMPLES:
-            return rank, samples
-        K *= 2
+        if deadline is not None:
+            deadline.check(f"span of the neurovariety (p = {p}, {len(pivots)} independent "
+                           f"samples so far)")
+        if len(pivots) >= MAX_SPAN_SAMPLES:
+            return Span(len(pivots), samples, list(columns.index), basis[:len(pivots)], pivots,
+                        False)
+        w = _random_residues(rng, arch.n_params, p)
+        samples.append(w)
+        cols, vals = columns.row(arch, w, p)
+        width = len(columns.index)
+        if basis.shape[1] < width:      # first sample, or a coefficient no earlier sample had
+            grown = np.zeros((max(basis.shape[0], min(width, MAX_SPAN_SAMPLES)), width),
+                             dtype=np.int64)
+            grown[:basis.shape[0], :basis.shape[1]] = basis
+            basis = grown
+        v = np.zeros(width, dtype=np.int64)
+        v[cols] = vals
+        r = len(pivots)
+        v = _reduce(v, basis[:r], pivots, p)
+        nonzero = np.flatnonzero(v)
+        if nonzero.size == 0:
+            return Span(r, samples, list(columns.index), basis[:r].copy(), pivots, True)
+        j = int(nonzero[0])
+        v = v * pow(int(v[j]), -1, p) % p
+        for start in range(0, r, _UPDATE_ROWS):      # clear column j from the earlier rows
+            block = basis[start:start + _UPDATE_ROWS, :]
+            factor = block[:, j].copy()
+            if factor.any():
+                block -= np.outer(factor, v) % p
+                block %= p
+            if deadline is not None:
+                deadline.check(f"span of the neurovariety (p = {p}, {r} independent samples)")
+        basis[r, :] = v
+        pivots.append(j)
+        if say is not None and time.perf_counter() - last > _PROGRESS_EVERY:
+            last = time.perf_counter()
+            say(f"span over p = {p}: {r + 1} independent samples of {width} coefficients")
+
+
+def span_dimension(arch: Architecture, p: int, seed: int, deadline: Deadline | None = None,
+                   say: Callable[[str], None] | None = None) -> tuple[int, list[list[int]]]:
+    """(dim S, the random weight vectors used), exactly over F_p at random networks
+    (`span_basis`); a span still growing at the sample cap is a ComputationError."""
+    span = span_basis(arch, p, seed, deadline, say)
+    if not span.complete:
+        raise ComputationError(_unsettled(span))
+    return span.dimension, span.samples
+
+
+def _unsettled(span: Span) -> str:
+    return (f"the span of the neurovariety is still growing after {span.dimension} independent "
+            f"random networks (the cap): its dimension is only bounded below, so no degree is "
+            "claimed; use a smaller network")
 
 
 def evaluation_inputs(arch: Architecture, spans: list[tuple[int, int, list[list[int]]]],
-                      seed: int, bound: int | None = None) -> tuple[np.ndarray, int]:
+                      seed: int, bound: int | None = None, deadline: Deadline | None = None,
+                      say: Callable[[str], None] | None = None) -> tuple[np.ndarray, int]:
     """(inputs (N, d_0, t), N): integer inputs whose evaluation is injective on the span S over
     every prime of `spans` = [(p, dim S mod p, the random weights that span S)] (rank check).
 
-    Entries are residues of the smallest prime, or integers in [-bound, bound] when given.
+    Entries are residues of the smallest prime, or integers in [-bound, bound] when given. The
+    deadline is polled before each network is evaluated.
     """
     rng = random.Random(purpose_seed(seed, "degree-inputs"))
     per_input = arch.widths[-1] * arch.tokens
@@ -76,56 +185,131 @@ def evaluation_inputs(arch: Architecture, spans: list[tuple[int, int, list[list[
         inputs = object_array((N, arch.widths[0], arch.tokens),
                               _random_residues(rng, count, smallest) if bound is None
                               else [rng.randint(-bound, bound) for _ in range(count)])
+        if say is not None:
+            say(f"evaluation at N = {N} input sequences: checking it is injective on the span")
         F = network_map(arch, inputs)
-        if all(rank_mod_p(np.array([[int(v) % p for v in F(w)] for w in samples], dtype=np.int64), p)
-               == span_dim for p, span_dim, samples in spans):
+        if all(_evaluation_rank(F, samples, p, deadline) == span_dim
+               for p, span_dim, samples in spans):
             return inputs, N
         N += 1
 
 
+def _evaluation_rank(F: Callable, samples: list[list[int]], p: int,
+                     deadline: Deadline | None) -> int:
+    """rank over F_p of [F(w) for w in samples], the rows filled one network at a time."""
+    rows = None
+    for i, w in enumerate(samples):
+        if deadline is not None:
+            deadline.check(f"evaluation inputs (p = {p}, network {i + 1} of {len(samples)})")
+        values = F(w)
+        if rows is None:
+            rows = np.zeros((len(samples), len(values)), dtype=np.int64)
+        rows[i] = [int(v) % p for v in values]
+    return rank_mod_p(rows, p)
+
+
+def degree_estimates(arch: Architecture, max_memory: object | None = None) -> list:
+    """The memory estimates of the phases of `degree` known from the architecture alone, each
+    checked against the budget before anything runs (ResourceError, one line, naming options
+    `degree` has): the exact engine's rank (its own plan) and the span (bounded by the
+    coefficients phi can have). The symbolic map's depends on N (`gauge_estimate`)."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from ..dimension.plan import exact_plan  # noqa: PLC0415
+    from .budget import check_phase, span_estimate  # noqa: PLC0415
+
+    exact = exact_plan(arch, True, None).estimate
+    exact = replace(exact, advice=exact.advice.replace(" or --method numerical", "")
+                    .replace(", fewer --samples, or --method numerical", "")
+                    .replace(" (exact rank", ", or fewer layers (exact rank"))
+    estimates = [exact, span_estimate(arch)]
+    for estimate in estimates:
+        check_phase(estimate, max_memory)
+    return estimates
+
+
+def _stopped(arch: Architecture, phase: str, timeout: float, seconds: float, seed: int,
+             dimension: int | None, notes: list[str], why: str | None = None) -> DegreeResult:
+    """The result of a run stopped before the solves: no degree."""
+    from .engine import STOPPED  # noqa: PLC0415
+
+    why = why or (f"the --timeout of {timeout:g} s passed during {phase}: no degree is claimed "
+                  "(raise --timeout)")
+    return DegreeResult(None, STOPPED, dimension, arch.n_params, 0, [], seconds, notes + [why],
+                        str(arch), seed)
+
+
 def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOUT,
-           repeats: int = 2, progress: Callable[[str], None] | None = None) -> DegreeResult:
+           repeats: int = 2, progress: Callable[[str], None] | None = None,
+           max_memory: object | None = None) -> DegreeResult:
     """The degree of the neurovariety of a polynomial network, randomised exact over F_p.
 
     Math: deg V = #(V cut by dim V generic affine hyperplanes) (docs/degree.md); computed by
     gauge fixing, random slices and msolve over two primes near 2^30, with the evaluation on N
     inputs checked injective on the span of V. Status `exact (mod p, randomised)` when every
-    run agrees, `stopped` when the solves take more than `timeout` seconds together,
-    `ambiguous` otherwise (degree None).
+    run agrees, `stopped` when the whole run (every phase: dimension, span, inputs, gauge and
+    solves) takes more than `timeout` seconds, `ambiguous` otherwise (degree None).
+
+    The memory of each phase is estimated from the architecture and checked against
+    `max_memory` (default 80% of the available memory) before anything runs
+    (`degree_estimates`; docs/degree.md, "Limits").
 
     Raises:
         ValueError: for a network that is not polynomial (softmax, relu/gelu/tanh, a norm):
             its neuromanifold is not algebraic and has no degree.
+        ResourceError: a phase's estimated peak exceeds the memory budget.
 
     Example:
         >>> r = degree(Architecture((2, 1), (2,), 3))   # Figure 1: a quartic hypersurface
         >>> (r.degree, r.dimension)
         (4, 5)
     """
+    from .budget import DegreeStopped, check_phase, gauge_estimate  # noqa: PLC0415
+
     check_polynomial(arch)
     seed = check_seed(seed)
     timeout = check_timeout(timeout)
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
+    degree_estimates(arch, max_memory)          # every phase, before any work or progress line
     say = progress or (lambda _msg: None)
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
 
-    say("dimension by the exact engine")
-    dim_result = neuromanifold_dim(arch, method="certified", seed=seed)
-    r = dim_result.dimension
-    say("span of the neurovariety (coefficients over F_p)")
-    spans = [(p,) + span_dimension(arch, p, seed) for p in PRIMES]
-    span_dim = spans[0][1]
-    if any(s != span_dim for _, s, _ in spans):
-        raise ComputationError(f"the span of the neurovariety has dimensions "
-                               f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
-                               "rerun with another --seed.")
-    inputs, N = evaluation_inputs(arch, spans, seed)
+    start = time.perf_counter()
+    deadline = Deadline.after(timeout)
+    r, notes = None, []
+    try:
+        # No line before this check: the symbolic map is estimated at the least N the run can
+        # use (N d_l t >= dim S >= dim V = r), checked again at the N the inputs need.
+        dim_result = neuromanifold_dim(arch, method="certified", seed=seed, max_memory=max_memory)
+        r = dim_result.dimension
+        check_phase(gauge_estimate(arch, math.ceil(r / (arch.widths[-1] * arch.tokens))),
+                    max_memory)
+        say(f"dimension {r} by the exact engine")
+        notes.append(f"dimension {r} from the exact engine ({dim_result.status}, "
+                     f"p = {dim_result.prime})")
+        deadline.check("the dimension by the exact engine")
+        say("span of the neurovariety (coefficients over F_p)")
+        spans = []
+        for p in PRIMES:
+            span = span_basis(arch, p, seed, deadline, say)
+            if not span.complete:
+                return _stopped(arch, "", timeout, time.perf_counter() - start, seed, r, notes,
+                                _unsettled(span))
+            spans.append((p, span.dimension, span.samples))
+        span_dim = spans[0][1]
+        if any(s != span_dim for _, s, _ in spans):
+            raise ComputationError(f"the span of the neurovariety has dimensions "
+                                   f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
+                                   "rerun with another --seed.")
+        inputs, N = evaluation_inputs(arch, spans, seed, deadline=deadline, say=say)
+    except DegreeStopped as stop:
+        return _stopped(arch, stop.phase, timeout, time.perf_counter() - start, seed, r, notes)
     say(f"{N} input sequences; evaluation injective on the span (rank {span_dim})")
-    F = network_map(arch, inputs)
-    result = image_degree(F, arch.n_params, r, seed=seed, timeout=timeout, repeats=repeats,
-                          progress=say, label=str(arch))
-    result.notes[:0] = [
-        f"dimension {r} from the exact engine ({dim_result.status}, p = {dim_result.prime})",
+    check_phase(gauge_estimate(arch, N), max_memory)     # N is known now (at most the bound's)
+    F = network_map(arch, inputs, poll=lambda: deadline.check("the symbolic map of the gauge"))
+    result = image_degree(F, arch.n_params, r, seed=seed, timeout=max(deadline.left(), 1e-3),
+                          repeats=repeats, progress=say, label=str(arch), deadline=deadline)
+    result.notes[:0] = notes + [
         f"linear span of the neurovariety: dimension {span_dim} (exact over F_p); evaluation on "
         f"N = {N} inputs is injective on it (rank {span_dim} over both primes), so the degree is preserved",
     ]

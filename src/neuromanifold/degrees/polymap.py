@@ -74,9 +74,35 @@ def forward_objects(arch: Architecture, values: Sequence, inputs: np.ndarray) ->
     return list(np.asarray(out).reshape(-1))
 
 
-def network_map(arch: Architecture, inputs: np.ndarray) -> Callable[[Sequence], list]:
-    """The polynomial map W -> (phi_W(X_1), ..., phi_W(X_N)) at fixed inputs (N, d_0, t)."""
-    return lambda values: forward_objects(arch, values, inputs)
+def network_map(arch: Architecture, inputs: np.ndarray,
+                poll: Callable[[], None] | None = None) -> Callable[[Sequence], list]:
+    """The polynomial map W -> (phi_W(X_1), ..., phi_W(X_N)) at fixed inputs (N, d_0, t).
+
+    With `poll` (e.g. a deadline's check, which raises), the N inputs are run one at a time and
+    `poll()` is called before each: a symbolic forward is a chain of C calls on polynomials
+    that no signal interrupts, so the time limit is enforced between inputs.
+    """
+    if poll is None:
+        return lambda values: forward_objects(arch, values, inputs)
+
+    def F(values: Sequence) -> list:
+        out: list = []
+        for n in range(inputs.shape[0]):
+            poll()
+            out += forward_objects(arch, values, inputs[n:n + 1])
+        return out
+    return F
+
+
+def coefficient_polynomials(arch: Architecture, weights: Sequence[int], p: int) -> list:
+    """phi_W(X) for fixed residues W and symbolic X: its d_l t output entries as nmod_mpoly in
+    the d_0 t input entries (a python int where no input monomial survived)."""
+    import flint  # noqa: PLC0415 - python-flint is the exact-arithmetic dependency
+
+    d0, t = arch.widths[0], arch.tokens
+    ctx = flint.nmod_mpoly_ctx.get(("x", d0 * t), modulus=p)
+    X = object_array((1, d0, t), ctx.gens())
+    return forward_objects(arch, [int(w) % p for w in weights], X)
 
 
 def function_coefficients(arch: Architecture, weights: Sequence[int], p: int) -> dict:
@@ -85,13 +111,8 @@ def function_coefficients(arch: Architecture, weights: Sequence[int], p: int) ->
     Math: phi_W(X)_{ki} = sum_m c_{k,i,m}(W) X^m; the vector c(W) is phi_W as a point of the
     space of polynomial maps, so linear algebra on c needs no random inputs.
     """
-    import flint  # noqa: PLC0415 - python-flint is the exact-arithmetic dependency
-
-    d0, t = arch.widths[0], arch.tokens
-    ctx = flint.nmod_mpoly_ctx.get(("x", d0 * t), modulus=p)
-    X = object_array((1, d0, t), ctx.gens())
     coefficients = {}
-    for index, poly in enumerate(forward_objects(arch, [int(w) % p for w in weights], X)):
+    for index, poly in enumerate(coefficient_polynomials(arch, weights, p)):
         if isinstance(poly, int):  # a zero output (no input monomial survived)
             continue
         for monomial, c in poly.to_dict().items():

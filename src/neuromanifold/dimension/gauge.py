@@ -28,6 +28,7 @@ import torch
 from torch.func import jvp, vmap
 
 from ..core.architecture import Architecture
+from ..core.limits import check_projection
 from ..core.maps import forward
 from ..core.parameters import LayerWeights, unflatten
 from ..symmetries.paper import readout_tangents_float, symmetry_tangents
@@ -165,10 +166,13 @@ def forward_columns(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
         directions[torch.arange(idx.numel(), device=params.device), idx] = 1
         cols.append(vmap(column)(directions))
         now = time.perf_counter()
+        done = start + idx.numel()
+        remaining = check_projection(done, free.numel(), now - t0,
+                                     f"the Jacobian pass over {X.shape[0]} samples")
         if progress is not None and now - last >= _PROGRESS_SECONDS:
             last = now
-            progress(f"Jacobian columns {start + idx.numel()}/{free.numel()} for {X.shape[0]} "
-                     f"samples ({now - t0:.1f} s)")
+            progress(f"Jacobian columns {done}/{free.numel()} for {X.shape[0]} "
+                     f"samples ({now - t0:.1f} s; about {remaining:.0f} s more for this pass)")
     return torch.cat(cols).T
 
 

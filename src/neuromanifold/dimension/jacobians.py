@@ -12,6 +12,7 @@ import torch
 from torch.func import jacfwd, jacrev, jvp, vmap
 
 from ..core.architecture import Architecture
+from ..core.limits import check_projection
 from ..core.blocks import block_forward_flat
 from ..core.finite import require_finite
 from ..core.maps import forward
@@ -62,10 +63,12 @@ def jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor,
     for start in range(0, n, chunk):
         cols.append(vmap(column)(eye[start: start + chunk]))
         now = time.perf_counter()
+        remaining = check_projection(min(start + chunk, n), n, now - t0,
+                                     f"the float Jacobian pass over {X.shape[0]} samples")
         if progress is not None and now - last >= 1.0:
             last = now
             progress(f"float Jacobian columns {min(start + chunk, n)}/{n} for {X.shape[0]} "
-                     f"samples ({now - t0:.1f} s)")
+                     f"samples ({now - t0:.1f} s; about {remaining:.0f} s more for this pass)")
     return finite_rows(torch.cat(cols).T)
 
 

@@ -140,6 +140,7 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     check_gpu_memory(plan, max_memory, dev)
     say = progress or (lambda _msg: None)
     say_device(dev, say)
+    say(plan.describe(arch))            # the work, before any of it (issue 38)
     t_start = time.perf_counter()
     if backend == "dask":
         from .dask_rank import DaskRows  # noqa: PLC0415  (dask only when asked for)

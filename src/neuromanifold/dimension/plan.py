@@ -48,9 +48,14 @@ class Plan:
         check_memory(self.estimate, max_memory, skip)
         return replace(self, checked=True)
 
-    def describe(self) -> str:
-        """One line: engine, route, N and the predicted peak."""
-        return f"plan: {self.engine} ({self.route}), N = {self.samples}; {self.estimate.describe()}"
+    def describe(self, arch: Architecture | None = None) -> str:
+        """One line: engine, route, N and the predicted peak; with `arch`, the work of the
+        first pass (the Jacobian of N samples in every parameter, through every layer)."""
+        text = f"plan: {self.engine} ({self.route}), N = {self.samples}; {self.estimate.describe()}"
+        if arch is not None:
+            text += (f"; first pass: the Jacobian of {self.samples} samples x {arch.n_params} "
+                     f"parameters through {arch.n_layers} layers")
+        return text
 
 
 def numerical_plan(arch: Architecture, samples: int | None = None, *, route: str = "auto",

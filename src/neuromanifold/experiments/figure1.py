@@ -15,6 +15,7 @@ y(alpha beta^T, gamma^T), which meets a generic 3-dimensional affine slice in a 
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import gcd
@@ -201,7 +202,8 @@ def _surface_samples(f: sympy.Expr, s: tuple, extent: float, n_grid: int) -> np.
     return np.array(points)
 
 
-def _singular_curve(origin: np.ndarray, directions: np.ndarray, n_grid: int) -> np.ndarray:
+def _singular_curve(origin: np.ndarray, directions: np.ndarray, n_grid: int,
+                    say=None) -> np.ndarray:
     """Slice coordinates of points y(alpha beta^T, gamma^T) in the affine slice (rank A <= 1).
 
     Math: alpha = (cos t, sin t), gamma = (cos u, sin u), y = M(t, u) beta is linear in beta;
@@ -237,10 +239,15 @@ def _singular_curve(origin: np.ndarray, directions: np.ndarray, n_grid: int) -> 
                                        axis=-1))
     found = []
     step = np.pi / n_grid
-    for di, dj in ((1, 0), (0, 1)):
+    last = time.perf_counter()
+    for direction, (di, dj) in enumerate(((1, 0), (0, 1))):
         other = np.roll(det, (-di, -dj), axis=(0, 1))
         hits = np.argwhere(det * other < 0)
-        for i, j in hits:
+        for count, (i, j) in enumerate(hits):
+            if say is not None and time.perf_counter() - last > 5.0:
+                last = time.perf_counter()
+                say(f"singular curve: sign change {count + 1} of {len(hits)} along axis "
+                    f"{direction + 1} of 2")
             w = det[i, j] / (det[i, j] - other[i, j])
             t, u = ts[i] + w * step * di, ts[j] + w * step * dj
             Mt = M(t, u)
@@ -252,10 +259,18 @@ def _singular_curve(origin: np.ndarray, directions: np.ndarray, n_grid: int) -> 
     return np.array(found)
 
 
-def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0) -> Figure1Data:
-    """Polynomial, checks, a generic 3-dimensional affine slice and its sampled surface and curve."""
+def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0,
+                 progress=None) -> Figure1Data:
+    """Polynomial, checks, a generic 3-dimensional affine slice and its sampled surface and curve.
+
+    `progress(message)` hears each phase as it starts (the interpolation and the sampling take
+    most of the time)."""
+    say = progress or (lambda _msg: None)
+    say("span coordinates of the function space (exact rank over Q)")
     span_dim, span_ok = check_span_coordinates(seed=seed)
+    say("defining polynomial by exact interpolation (degrees up to 6, over Q)")
     F, degree = defining_polynomial(seed=seed)
+    say(f"checking it exactly at 40 points (degree {degree}), slicing it in 3 dimensions")
     rng = seeded_rng(seed, "figure1-slice")
     on_manifold = [_random_point(rng, -50, 51) for _ in range(20)]
     vanishes = all(evaluate_exact(F, p) == 0 for p in on_manifold)
@@ -270,8 +285,10 @@ def figure1_data(seed: int = 0, n_grid: int = 110, extent: float = 2.0) -> Figur
     y_of_s = [sum(sympy.Float(float(x), 17) * v for x, v in zip(row, (1, *s)))
               for row in np.column_stack([origin, directions])]
     sliced = sympy.expand(F.subs(dict(zip(SYMBOLS, y_of_s))))
+    say(f"sampling the sliced surface on a {n_grid}^3 grid")
     surface = _surface_samples(sliced, s, extent, n_grid)
-    curve = _singular_curve(origin, directions, max(200, 18 * n_grid))
+    say("tracing the singular curve")
+    curve = _singular_curve(origin, directions, max(200, 18 * n_grid), say)
     if len(curve):
         curve = curve[np.all(np.abs(curve) <= extent, axis=1)]
     notes = ["surface: the real zero set of F in the slice, i.e. the slice of M's Zariski closure; by "
