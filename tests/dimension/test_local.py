@@ -1,0 +1,261 @@
+"""local_geometry at constructed degenerate points, against answers derived by hand.
+
+Notation: one softmax layer, residual, stream width d, H heads of key width a, unfactored values
+V (d x d) unless `values` v is given (W: v x d, O: d x v), t tokens, no biases unless said.
+A head h maps Z to V_h Z S(Z^T Q_h^T K_h Z); its column block (Q_h, K_h, V_h) has generic rank
+    g1 = (2ad - a^2) + d^2        (M = Q^T K has rank <= a: the variety of rank-<=a d x d
+                                   matrices has dimension 2ad - a^2, GL(a) acting on (Q, K);
+                                   M -> head is injective on tangents for t >= 2 generic tokens)
+and with factored values (2ad - a^2) + (2vd - v^2) (GL(v) on (W, O)). Heads are independent
+generically, so the layer's generic rank is H g1 (d = 5, a = 2, H = 2: 2 * 41 = 82, which the
+registry's count n_params - 8 = 90 - 8 gives too).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from neuromanifold.core.architecture import Architecture
+from neuromanifold.core.blocks import random_block_weights
+from neuromanifold.dimension import local_parts
+from neuromanifold.dimension.ball_dual import block_upper_bound
+from neuromanifold.dimension.local import local_geometry
+from neuromanifold.dimension.point import rank_at_point
+from neuromanifold.errors import InputError
+
+D, A, T = 5, 2, 3
+
+
+def _arch(**kw) -> Architecture:
+    base = {"widths": (D, D), "keys": A, "tokens": T, "attention": "softmax", "heads": 2,
+            "residual": True}
+    return Architecture(**{**base, **kw})
+
+
+def _part(g, name: str) -> dict:
+    return next(p for p in g.parts if p["name"] == name)
+
+
+def _check_generic(arch: Architecture, seed: int) -> None:
+    """The generic-point checks (shared with the mutant test, which must make them fail)."""
+    g = local_geometry(arch, random_block_weights(arch, seed), seed=seed)
+    upper, families = block_upper_bound(arch, seed)
+    assert g.status == "certified" and g.lower_bound == g.upper_bound == g.rank
+    assert g.excess == 0 and g.generic_dimension == g.rank
+    assert g.tangent_count == g.registry_count == sum(families.values()) == arch.n_params - upper
+    assert not g.deficient_families()
+    assert all(p["excess"] == 0 and not p["causes"] for p in g.parts)
+    point = rank_at_point(arch, random_block_weights(arch, seed), seed=seed, generic=False)
+    assert g.rank == point.rank
+
+
+def test_generic_point_bracket_closes():
+    """At a random point the bracket closes at rank_at_point's value, the excess is 0 and the
+    split tangent count is the registry's."""
+    _check_generic(_arch(), 3)
+
+
+def test_mutant_skipped_projection_is_caught(monkeypatch):
+    """Mutant: skipping the tangent projection (J instead of J Q2) fails the generic checks."""
+    monkeypatch.setattr(local_parts, "complement", lambda split, J: (J, 0.0))
+    with pytest.raises(AssertionError):
+        _check_generic(_arch(), 3)
+
+
+def test_zero_output_map():
+    """O_1 = 0 (factored values, v = 2): every derivative through head 1 carries O_1, so its
+    Q, K and W columns are zero in J and only dO W Z S remains, of rank d v = 10. Generic head
+    rank (2ad - a^2) + (2vd - v^2) = 16 + 16 = 32; excess 32 - 10 = 22. Network: kernel = those
+    30 zero columns (GL(a) and GL(v) of head 1 lie in them: dW = X W, dO = -O X = 0) plus head
+    2's 8 tangents, so rank 80 - 38 = 42 = 64 - 22."""
+    arch = _arch(values=2)
+    b = random_block_weights(arch, 5)
+    b["O_1_1"] = torch.zeros_like(b["O_1_1"])
+    g = local_geometry(arch, b, seed=5)
+    assert (g.generic_dimension, g.rank, g.excess, g.status) == (64, 42, 22, "settled")
+    assert g.lower_bound == 42 and g.upper_bound == 64
+    head = _part(g, "layer 1 head 1")
+    assert (head["rank"], head["generic_rank"], head["excess"]) == (10, 32, 22)
+    assert any("O_1_1 is numerically zero" in c for c in head["causes"])
+    assert _part(g, "layer 1 head 2")["excess"] == 0
+
+
+def test_identical_heads():
+    """Head 2 = head 1: the layer is 2 V Z S(Z^T Q^T K Z), head 2's columns equal head 1's, so
+    the layer's rank is g1 = 41 against 2 g1 = 82: excess 41, on the layer; each head alone keeps
+    its generic rank 41 (excess 0 there) and both are named duplicates."""
+    arch = _arch()
+    b = random_block_weights(arch, 7)
+    for k in "QKV":
+        b[f"{k}_1_2"] = b[f"{k}_1_1"].clone()
+    g = local_geometry(arch, b, seed=7)
+    assert (g.rank, g.excess) == (41, 41)
+    layer = _part(g, "layer 1")
+    assert (layer["rank"], layer["excess"]) == (41, 41)
+    assert "heads 1 and 2 are identical" in layer["causes"]
+    assert [_part(g, f"layer 1 head {h}")["excess"] for h in (1, 2)] == [0, 0]
+
+
+def test_rank_one_qk_product():
+    """Q_1, K_1 with second rows 0 (Q^T K = q1^T k1, rank 1 < a = 2): d(Q^T K) = dq1^T k1 +
+    q1^T dk1 spans 2d - 1 = 9 against 2ad - a^2 = 16, so head 1 has rank 9 + 25 = 34, excess
+    2d - 3 = 7. GL(a) loses one dimension there (X = E_22 fixes Q and K): F_p rank 7 < 8, named
+    deficient, and the point's own bound n_params - rank_p T(W) rises to 90 - 7 = 83 (the upper
+    bound stays at the registry's generic bound 82: no point has a rank above the generic one)."""
+    arch = _arch()
+    b = random_block_weights(arch, 11)
+    b["Q_1_1"][1] = 0.0
+    b["K_1_1"][1] = 0.0
+    g = local_geometry(arch, b, seed=11)
+    assert (g.rank, g.excess, g.point_upper_bound, g.upper_bound, g.lower_bound) == \
+        (75, 7, 83, 82, 75)
+    fam = g.families["per-head GL(a) on (Q, K)"]
+    assert (fam["rank"], fam["generic_rank"], fam["deficient"]) == (7, 8, True)
+    assert g.deficient_families() == ["per-head GL(a) on (Q, K)"]
+    head = _part(g, "layer 1 head 1")
+    assert (head["rank"], head["excess"]) == (34, 7)
+    assert any("collapsed QK: rank Q^T K = 1" in c for c in head["causes"])
+
+
+def test_zero_norm_gain():
+    """rmsnorm gain g_1[0] = 0: coordinate 0 of N(Z) is 0, so each head's readers of it
+    (Q[:, 0], K[:, 0]: a each, V[:, 0]: d) have zero columns: 2a + d = 9 per head, each head
+    reading d - 1 = 4 coordinates has rank (2a4 - a^2) + 4d = 12 + 20 = 32 = 41 - 9. Network:
+    kernel = the 18 zero columns plus the 13 tangents less the gain rescaling at coordinate 0
+    (dg_0 = g_0 = 0: inside the zero columns): excess 18 - 1 = 17. The gain's own column block
+    keeps rank d = 5 (dphi/dg_0 reads the readers' columns, not zero)."""
+    arch = _arch(norm="rmsnorm")
+    b = random_block_weights(arch, 13)
+    b["g_1"][0] = 0.0
+    g = local_geometry(arch, b, seed=13)
+    assert (g.generic_dimension, g.rank, g.excess) == (82, 65, 17)
+    for h in (1, 2):
+        head = _part(g, f"layer 1 head {h}")
+        assert (head["rank"], head["excess"]) == (32, 9)
+        assert any("zero gain coordinates [0]" in c for c in head["causes"])
+    norm = _part(g, "layer 1 attention norm")
+    assert (norm["rank"], norm["excess"]) == (5, 0) and norm["causes"]
+
+
+def test_dead_relu_neuron():
+    """d = 4, MLP width 3 with biases, neuron 0 with P row 0 and bias -1: pre-activation -1 on
+    every input, so its P row (d), bias (1) and U column (d) are zero columns: 2d + 1 = 9; its
+    relu rescaling tangent lies in them, so the excess is 2d + 1 - 1 = 8 = d_in + d_out, on the
+    MLP (generic 3 4 + 3 + 4 3 + 4 - 3 = 28, here 28 - 8 = 20)."""
+    arch = Architecture((4, 4), 2, 2, "softmax", heads=1, residual=True, mlp=3,
+                        activation="relu", mlp_bias=True)
+    b = random_block_weights(arch, 17)
+    b["P_1"][0] = 0.0
+    b["bp_1"][0] = -1.0
+    g = local_geometry(arch, b, seed=17)
+    assert (g.generic_dimension, g.rank, g.excess) == (56, 48, 8)
+    mlp = _part(g, "layer 1 mlp")
+    assert (mlp["rank"], mlp["generic_rank"], mlp["excess"]) == (20, 28, 8)
+    assert any("dead relu neurons [0]" in c for c in mlp["causes"])
+
+
+def test_gram_route_matches_dense(monkeypatch):
+    """The Gram route (eigenvalues of Q2^T J^T J Q2) reads the dense route's rank on a
+    zero-output-map point, and says it cannot resolve 1e-12 of sigma_1."""
+    arch = _arch(heads=3)
+    b = random_block_weights(arch, 19)
+    b["V_1_2"] = torch.zeros_like(b["V_1_2"])
+    dense = local_geometry(arch, b, seed=19, generic=False, method="numerical")
+    monkeypatch.setattr("neuromanifold.dimension.local.DENSE_MAX_BYTES", 0)
+    monkeypatch.setattr(local_parts, "GRAM_BLOCK", 16)     # several column blocks, mirrored
+    monkeypatch.setattr("neuromanifold.dimension.local.GRAM_CHUNK_BYTES", 20000)  # row chunks
+    gram = local_geometry(arch, b, seed=19, generic=False, method="numerical")
+    assert gram.route == "gram" and dense.route == "dense"
+    assert gram.float_rank == dense.float_rank == 3 * 41 - 16
+    assert [p["rank"] for p in gram.parts] == [p["rank"] for p in dense.parts]
+    assert gram.profile[-1]["resolved"] is False and gram.profile[0]["effective_dimension"] == 107
+    assert gram.tangent_count == dense.tangent_count == 12
+
+
+def test_batch_and_json():
+    """Token ids as the user's inputs: the batch spectrum is read, capped by its N t V rows,
+    and to_dict is JSON with the issue's keys."""
+    arch = Architecture((3, 3), 2, 2, "softmax", heads=1, residual=True, vocab=4)
+    b = random_block_weights(arch, 23)
+    ids = torch.tensor([[0, 1], [2, 3]])
+    g = local_geometry(arch, b, inputs=ids, seed=23, generic=False)
+    assert g.batch["n_samples"] == 2 and g.batch["float_rank"] <= 2 * 2 * 4
+    d = json.loads(json.dumps(g.to_dict()))
+    for key in ("n_params", "lower_bound", "upper_bound", "status", "rank", "float_rank", "gap",
+                "generic_dimension", "generic_status", "excess", "profile", "families", "parts",
+                "batch", "notes", "seconds"):
+        assert key in d
+
+
+def test_bad_inputs_refused():
+    """Wrong input shapes, a missing block and NaN weights: one template line each."""
+    arch = Architecture((3, 3), 2, 2, "softmax", heads=1, residual=True, vocab=4)
+    b = random_block_weights(arch, 1)
+    with pytest.raises(InputError, match=r"`inputs` must be integer token ids of shape \(N, 2\)"):
+        local_geometry(arch, b, inputs=torch.zeros(2, 3, dtype=torch.long), generic=False)
+    with pytest.raises(InputError, match=r"`inputs` must be token ids in \[0, 4\)"):
+        local_geometry(arch, b, inputs=torch.tensor([[0, 9]]), generic=False)
+    missing = dict(b)
+    del missing["Q_1_1"]
+    with pytest.raises(InputError, match="`blocks` must be a dict|a block Q_1_1"):
+        local_geometry(arch, missing, generic=False)
+    b["K_1_1"][0, 0] = float("nan")
+    with pytest.raises(InputError, match="blocks:K_1_1"):
+        local_geometry(arch, b, generic=False)
+
+
+def test_sample_jacobian_is_the_jacobian():
+    """The per-sample vmapped reverse mode equals `jacobians.jacobian` (rows (n, d_l, t))."""
+    from neuromanifold.core.blocks import flatten_blocks
+    from neuromanifold.dimension.jacobians import jacobian
+
+    arch = Architecture((3, 5), 2, 3, "softmax", heads=2, values=(4,), residual=False, mlp=(7,),
+                        norm="layernorm")
+    params = flatten_blocks(arch, random_block_weights(arch, 29))
+    X = torch.randn((4, 3, 3), generator=torch.Generator().manual_seed(29), dtype=torch.float64)
+    assert torch.allclose(local_parts.sample_jacobian(arch, params, X), jacobian(arch, params, X),
+                          rtol=0, atol=1e-12)
+
+
+def test_peeled_families_match_dense(monkeypatch):
+    """The large-network families route (peeling; each family's rank alone) finds the same upper
+    bound and the same deficient family as the dense incremental ranks at the rank-1 QK point."""
+    from neuromanifold.dimension import local
+
+    arch = _arch()
+    b = random_block_weights(arch, 11)
+    b["Q_1_1"][1] = 0.0
+    b["K_1_1"][1] = 0.0
+    dense = local_geometry(arch, b, seed=11, generic=False, parts=False, method="numerical")
+    monkeypatch.setattr(local, "FAMILY_DENSE_MAX_PARAMS", 0)
+    peeled = local_geometry(arch, b, seed=11, generic=False, parts=False, method="numerical")
+    assert peeled.point_upper_bound == dense.point_upper_bound == 83
+    assert peeled.registry_count == dense.registry_count == 8
+    assert peeled.deficient_families() == dense.deficient_families() == ["per-head GL(a) on (Q, K)"]
+
+
+def test_saturated_softmax_and_tied_gains_named():
+    """Scores scaled by 10^4 make head 1's softmax one-hot on its columns (named saturated; head
+    2 is not), and a gain with equal entries is named tied."""
+    arch = _arch(norm="rmsnorm")
+    b = random_block_weights(arch, 31)
+    b["Q_1_1"] = b["Q_1_1"] * 1e4
+    b["g_1"] = torch.ones_like(b["g_1"])
+    X = torch.randn((6, D, T), generator=torch.Generator().manual_seed(31), dtype=torch.float64)
+    causes = local_parts.detect_causes(arch, b, [("sampled", X)])
+    assert any("saturated softmax" in c for c in causes["layer 1 head 1"])
+    assert not any("saturated" in c for c in causes.get("layer 1 head 2", []))
+    assert any("tied entries" in c for c in causes["layer 1 attention norm"])
+
+
+def test_memory_refused_before_allocation(monkeypatch):
+    """The planner's estimate is checked before any Jacobian: over the budget, one line."""
+    from neuromanifold.errors import ResourceError
+
+    monkeypatch.setattr("neuromanifold.dimension.memory.available_memory", lambda: 1 << 20)
+    with pytest.raises(ResourceError, match=r"`max_memory` must be at least the estimated peak.*"
+                                            r"local geometry of"):
+        local_geometry(_arch(), random_block_weights(_arch(), 1), generic=False)
