@@ -31,6 +31,9 @@ _EXPORTS = {
     "DimensionResult": "dimension.result",
     "rank_at_point": "dimension.point",
     "functional_dim": "models.functional",
+    "load_checkpoint": "models.checkpoint",
+    "checkpoint_rank": "models.checkpoint",
+    "Checkpoint": "models.checkpoint",
     "degree": "degrees.network",
     "image_degree": "degrees.engine",
     "DegreeResult": "degrees.engine",
@@ -102,6 +105,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dimension.api import DimensionProblem, neuromanifold_dim, solve
     from .dimension.point import rank_at_point
     from .dimension.result import DimensionResult
+    from .models.checkpoint import Checkpoint, checkpoint_rank, load_checkpoint
     from .models.functional import functional_dim
     from .degrees.engine import DegreeResult, image_degree
     from .degrees.ed import EDDegreeResult, ed_degree, image_ed_degree
