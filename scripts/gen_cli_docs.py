@@ -39,7 +39,8 @@ NOT_RUN = {"classify": "needs a single-layer weight file, e.g. written by write_
            "fiber": "needs two weight files, e.g. written by write_weights",
            "rank": "needs a weight file, e.g. written by write_weights",
            "figure1": "about half a minute", "count": "loads transformers when installed",
-           "sweep": "minutes: the whole shipped grid", "report": "needs the store the sweep writes"}
+           "sweep": "minutes: the whole shipped grid", "report": "needs the store the sweep writes",
+           "track": "needs a training run's checkpoints, e.g. written by examples/train_tiny.py"}
 SLOW_MARK = "<!-- slow -->"  # tests/project/test_docs.py skips the block after it
 
 

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
-from . import classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep
+from . import classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -49,6 +49,7 @@ EXAMPLES = {
     "degree": "neuromanifold degree --widths 2,1 --keys 2 --tokens 3",
     "equations": "neuromanifold equations --widths 2,1 --keys 2 --tokens 3",
     "ed-degree": "neuromanifold ed-degree --widths 2,1 --keys 2 --tokens 2",
+    "track": "neuromanifold track runs/gpt2 --tokens 3 --out rows.csv --figure track.png",
 }
 
 
@@ -62,7 +63,8 @@ for _name, _function in (("dim", dim.dim), ("figure3", figure3.figure3), ("heads
                          ("report", report.report_command), ("rank", rank.rank),
                          ("count", count.count_command), ("degree", degree.degree_command),
                          ("equations", equations.equations_command),
-                         ("ed-degree", eddegree.ed_degree_command)):
+                         ("ed-degree", eddegree.ed_degree_command),
+                         ("track", track.track_command)):
     _command(_name, _function)
 
 

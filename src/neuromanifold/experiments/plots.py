@@ -240,6 +240,113 @@ def plot_heads(rows: list[dict], path: Path | None = None, title: str = "") -> F
     return _save(fig, path)
 
 
+def _span(value) -> tuple[float, float] | None:
+    """An excess as (lo, hi): a number is both; a [lo, hi] pair (an open bracket) its ends."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return float(value[0]), float(value[1])
+    return float(value), float(value)
+
+
+def plot_track(rows: list[dict], path: Path | None = None, title: str = "") -> Figure:
+    """A training run's local geometry against the step (`experiments.track`), two panels.
+
+    Top: the bracket lower_bound <= rank at the point <= upper_bound (shaded; the lower bound
+    certified where the size allowed, the upper bound exact over F_p), the rank where settled or
+    certified (filled) and the float64 rank where not (hollow), the effective dimensions at each
+    relative tolerance (dashed), the generic dimension, and the batch rank on the user's inputs
+    where the rows have one. Bottom: the excess degeneracy
+    (generic dimension minus the rank at the point) and
+    each part's excess, parts of kind 'layer' when the analysis has them, else every part whose
+    excess is non-zero at some step. An excess that is an open bracket [lo, hi] is drawn as a
+    vertical bar from lo to hi, never as one value.
+    """
+    steps = [r["step"] for r in rows]
+    fig = Figure(figsize=(9.5, 7), dpi=130)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+
+    def series(key):
+        pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    lo_x, lo = series("lower_bound")
+    up_x, up = series("upper_bound")
+    if lo and len(lo_x) == len(up_x) == len(rows):
+        top.fill_between(steps, lo, up, color="tab:blue", alpha=0.15, step=None,
+                         label="bracket (lower: certified, upper: exact F_p)")
+    if up:
+        top.plot(up_x, up, "-", color="tab:blue", lw=1.2, label="upper bound at the point")
+    if lo:
+        top.plot(lo_x, lo, "-", color="tab:cyan", lw=1.2, label="lower bound (certified)")
+    settled = [r for r in rows if r.get("status") in SETTLED_STATUSES and r.get("rank") is not None]
+    loose = [r for r in rows if r not in settled and r.get("float_rank") is not None]
+    if settled:
+        top.plot([r["step"] for r in settled], [r["rank"] for r in settled], "o",
+                 color="tab:blue", ms=5, label="rank (settled or certified)")
+    if loose:
+        top.plot([r["step"] for r in loose], [r["float_rank"] for r in loose], "o", ms=6,
+                 markerfacecolor="none", color="tab:red", label="float64 rank (not settled)")
+    tolerances = sorted({p["tolerance"] for r in rows for p in r.get("profile") or []},
+                        reverse=True)
+    for n, tol in enumerate(tolerances):
+        pts = [(r["step"], p["effective_dimension"]) for r in rows for p in r.get("profile") or []
+               if p["tolerance"] == tol]
+        top.plot([p[0] for p in pts], [p[1] for p in pts], "--", color=f"C{(n + 2) % 10}", lw=1,
+                 label=f"effective dimension, sigma > {tol:.0e} sigma_1")
+    batch = [(r["step"], r["batch"]) for r in rows if isinstance(r.get("batch"), dict)]
+    batch = [(s, b.get("rank") if b.get("rank") is not None else b.get("float_rank"),
+              b.get("rank") is not None) for s, b in batch]
+    batch = [b for b in batch if b[1] is not None]
+    if batch:
+        top.plot([b[0] for b in batch], [b[1] for b in batch], "-.", color="tab:purple", lw=1,
+                 label="on your inputs (--inputs): rank, or float64 rank where hollow")
+        loose_b = [b for b in batch if not b[2]]
+        if loose_b:
+            top.plot([b[0] for b in loose_b], [b[1] for b in loose_b], "s", ms=5,
+                     markerfacecolor="none", color="tab:purple")
+    gx, gy = series("generic_dimension")
+    if gy:
+        top.plot(gx, gy, ":", color="tab:gray", lw=1.5, label="generic dimension")
+    top.set_ylabel("dimension")
+    top.set_title(title or "Local geometry along the training run", fontsize=10)
+    top.grid(alpha=0.3)
+    top.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+    spans = [(r["step"], _span(r.get("excess"))) for r in rows]
+    spans = [(s, e) for s, e in spans if e is not None]
+    exact = [(s, e[0]) for s, e in spans if e[0] == e[1]]
+    open_ = [(s, e) for s, e in spans if e[0] != e[1]]
+    if exact:
+        bottom.plot([s for s, _ in exact], [v for _, v in exact], "-o", color="black", ms=3,
+                    lw=1.5, label="excess of the point")
+    if open_:
+        bottom.vlines([s for s, _ in open_], [e[0] for _, e in open_], [e[1] for _, e in open_],
+                      color="tab:red", lw=3, alpha=0.5, label="excess: open bracket lo..hi")
+    parts = [p for r in rows for p in r.get("parts") or []]
+    layer_names = [p["name"] for p in parts if p.get("kind") == "layer"]
+    names = list(dict.fromkeys(layer_names or [
+        p["name"] for p in parts if _span(p.get("excess")) not in (None, (0.0, 0.0))]))
+    for n, name in enumerate(names):
+        pts = [(r["step"], _span(p.get("excess"))) for r in rows for p in r.get("parts") or []
+               if p["name"] == name and _span(p.get("excess")) is not None]
+        bottom.plot([s for s, e in pts if e[0] == e[1]], [e[0] for _, e in pts if e[0] == e[1]],
+                    "-", marker=".", color=f"C{n % 10}", lw=1, label=f"{name}")
+        wide = [(s, e) for s, e in pts if e[0] != e[1]]
+        if wide:
+            bottom.vlines([s for s, _ in wide], [e[0] for _, e in wide], [e[1] for _, e in wide],
+                          color=f"C{n % 10}", lw=1, alpha=0.6)
+    bottom.set_xlabel("training step")
+    bottom.set_ylabel("excess (generic - rank)")
+    bottom.grid(alpha=0.3)
+    if spans or names:
+        bottom.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        bottom.text(0.5, 0.5, "no excess in these rows (the analysis gave none)", ha="center",
+                    va="center", fontsize=9, transform=bottom.transAxes)
+    return _save(fig, path)
+
+
 def _save(fig: Figure, path: Path | None, *, tight: bool = True) -> Figure:
     """Lay out `fig`, write it to `path` (unless None) and return it."""
     if tight:
