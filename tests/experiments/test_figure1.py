@@ -19,6 +19,21 @@ def test_span_is_six_dimensional():
     assert check_span_coordinates(seed=1) == (6, True)
 
 
+def test_span_dimension_from_coefficients_agrees_with_degree_engine():
+    """dim span(M) from phi's coefficients over Q equals the degree engine's span over F_p (6)."""
+    from neuromanifold.degrees.network import span_basis
+    from neuromanifold.experiments.figure1 import ARCH, span_dimension_exact
+
+    assert span_dimension_exact() == span_basis(ARCH, 1_073_741_789, 2).dimension == 6
+
+
+@pytest.mark.parametrize("n_inputs", [1, 2])
+def test_too_few_inputs_refused_not_reported_as_dimension(n_inputs):
+    """An evaluation rank capped by 3 N < 6 is refused (it used to be printed as the dimension)."""
+    with pytest.raises(ValueError, match="`n_inputs` must be enough inputs"):
+        check_span_coordinates(n_inputs=n_inputs)
+
+
 def test_polynomial_vanishes_on_manifold_not_on_span(polynomial):
     """F = 0 exactly at random integer points of M, F != 0 at random integer points of the span."""
     F, degree = polynomial

@@ -54,15 +54,8 @@ def _tensor_to_coordinates() -> list[list[int]]:
     return [list(col) for col in zip(*rows)]
 
 
-def check_span_coordinates(n_inputs: int = 6, seed: int = 0) -> tuple[int, bool]:
-    """(dimension of the span, whether y are coordinates on it), exactly over Q.
-
-    Math: the span of M is the image of T -> (phi(X_1..X_N)); y is a coordinate system iff the
-    two linear maps from T have the same kernel: rank [M; B] = rank M = rank B.
-    """
-    rng = seeded_rng(seed, "figure1-span")
-    inputs = [np.array(rng.integers(-9, 10, size=(2, ARCH.tokens)).tolist(), dtype=object)
-              for _ in range(n_inputs)]
+def _tensor_columns(inputs: np.ndarray) -> list[list]:
+    """phi at the 8 unit tensors T = e_k (x) E_rs, each flattened (the columns of T -> phi)."""
     columns = []
     for index in range(8):
         k, r, s = index // 4, (index // 2) % 2, index % 2
@@ -70,12 +63,57 @@ def check_span_coordinates(n_inputs: int = 6, seed: int = 0) -> tuple[int, bool]
         A[r, s] = 1
         V = np.zeros((1, 2), dtype=object)
         V[0, k] = 1
-        columns.append([int(x) for X in inputs for x in
-                        forward_attention(ARCH, AttentionWeights((A,), (V,)), X).reshape(-1)])
+        columns.append(list(forward_attention(ARCH, AttentionWeights((A,), (V,)), inputs).reshape(-1)))
+    return columns
+
+
+def span_dimension_exact() -> int:
+    """dim span(M), exactly over Q from phi's coefficients (no input samples, so no cap).
+
+    Math: phi(X) = sum_j T_j phi_j(X) with phi_j = phi at the j-th unit tensor; span(M) is the
+    span of the phi_j in the space of polynomial maps, so its dimension is the rank over Q of
+    the 8 coefficient vectors of phi_j in the input monomials (X a symbolic 2 x 3 matrix).
+    """
+    import flint  # noqa: PLC0415 - python-flint is the exact-arithmetic dependency
+
+    from ..degrees.polymap import object_array  # noqa: PLC0415
+
+    ctx = flint.fmpz_mpoly_ctx.get(("x", 2 * ARCH.tokens))
+    X = object_array((2, ARCH.tokens), ctx.gens())
+    polys = _tensor_columns(X)
+    keys = sorted({(i, mono) for col in polys for i, poly in enumerate(col)
+                   if not isinstance(poly, int) for mono in poly.to_dict()})
+    rows = [[int(col[i].to_dict().get(mono, 0)) if not isinstance(col[i], int) else 0
+             for col in polys] for i, mono in keys]
+    return rank_rational(rows)
+
+
+def check_span_coordinates(n_inputs: int = 6, seed: int = 0) -> tuple[int, bool]:
+    """(dimension of the span, whether y are coordinates on it), exactly over Q.
+
+    Math: the dimension is `span_dimension_exact` (phi's coefficients, never capped by a
+    sample count). y is a coordinate system iff T -> phi and T -> y have the same kernel; the
+    kernel of T -> phi is that of T -> (phi(X_1..X_N)) once the evaluation's rank reaches
+    dim span(M), so with M the evaluation and B the matrix of y: rank [M; B] = rank M = rank B
+    = dim span(M). Fewer inputs than that can show (rank <= 3 N) is refused, not reported.
+    """
+    from ..core.checks import bad_value, check_int  # noqa: PLC0415
+
+    n_inputs = check_int("n_inputs", n_inputs, minimum=1, fix="Pass n_inputs=6.")
+    dimension = span_dimension_exact()
+    rng = seeded_rng(seed, "figure1-span")
+    inputs = [np.array(rng.integers(-9, 10, size=(2, ARCH.tokens)).tolist(), dtype=object)
+              for _ in range(n_inputs)]
+    columns = [[int(x) for X in inputs for x in _tensor_columns(X)[j]] for j in range(8)]
     M = [list(row) for row in zip(*columns)]
+    rank_M = rank_rational(M)
+    if rank_M != dimension:
+        raise bad_value("n_inputs", f"enough inputs for the evaluation to reach the span's "
+                        f"dimension {dimension} (rank at most 3 per input)",
+                        f"{n_inputs} (evaluation rank {rank_M})", "Pass n_inputs=6.")
     B = _tensor_to_coordinates()
-    rank_M, rank_B, rank_both = rank_rational(M), rank_rational(B), rank_rational(M + B)
-    return rank_M, rank_M == rank_B == rank_both
+    rank_B, rank_both = rank_rational(B), rank_rational(M + B)
+    return dimension, rank_M == rank_B == rank_both
 
 
 def _random_point(rng, low: int = -9, high: int = 10) -> list[int]:
