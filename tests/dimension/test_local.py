@@ -13,6 +13,7 @@ registry's count n_params - 8 = 90 - 8 gives too).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -52,6 +53,16 @@ def _check_generic(arch: Architecture, seed: int) -> None:
     assert g.rank == point.rank
 
 
+def _degenerate(g, generic: int, rank: int) -> None:
+    """A degenerate point with the hand-derived `rank` below the generic dimension: the float
+    rank and the proven lower bound meet the derivation, but the upper bound (the registry's
+    tangents) stays above it, so the status is `ambiguous` with the bracket (never `settled`)
+    and the excess is the bracket [generic - upper, generic - lower] holding generic - rank."""
+    assert (g.generic_dimension, g.float_rank, g.lower_bound) == (generic, rank, rank)
+    assert g.upper_bound > rank and (g.status, g.rank) == ("ambiguous", None)
+    assert g.excess == [max(0, generic - g.upper_bound), generic - rank]
+
+
 def test_generic_point_bracket_closes():
     """At a random point the bracket closes at rank_at_point's value, the excess is 0 and the
     split tangent count is the registry's."""
@@ -75,8 +86,8 @@ def test_zero_output_map():
     b = random_block_weights(arch, 5)
     b["O_1_1"] = torch.zeros_like(b["O_1_1"])
     g = local_geometry(arch, b, seed=5)
-    assert (g.generic_dimension, g.rank, g.excess, g.status) == (64, 42, 22, "settled")
-    assert g.lower_bound == 42 and g.upper_bound == 64
+    _degenerate(g, 64, 42)
+    assert g.upper_bound == 64
     head = _part(g, "layer 1 head 1")
     assert (head["rank"], head["generic_rank"], head["excess"]) == (10, 32, 22)
     assert any("O_1_1 is numerically zero" in c for c in head["causes"])
@@ -92,7 +103,7 @@ def test_identical_heads():
     for k in "QKV":
         b[f"{k}_1_2"] = b[f"{k}_1_1"].clone()
     g = local_geometry(arch, b, seed=7)
-    assert (g.rank, g.excess) == (41, 41)
+    _degenerate(g, 82, 41)
     layer = _part(g, "layer 1")
     assert (layer["rank"], layer["excess"]) == (41, 41)
     assert "heads 1 and 2 are identical" in layer["causes"]
@@ -110,8 +121,8 @@ def test_rank_one_qk_product():
     b["Q_1_1"][1] = 0.0
     b["K_1_1"][1] = 0.0
     g = local_geometry(arch, b, seed=11)
-    assert (g.rank, g.excess, g.point_upper_bound, g.upper_bound, g.lower_bound) == \
-        (75, 7, 83, 82, 75)
+    _degenerate(g, 82, 75)
+    assert (g.point_upper_bound, g.upper_bound) == (83, 82)
     fam = g.families["per-head GL(a) on (Q, K)"]
     assert (fam["rank"], fam["generic_rank"], fam["deficient"]) == (7, 8, True)
     assert g.deficient_families() == ["per-head GL(a) on (Q, K)"]
@@ -131,7 +142,7 @@ def test_zero_norm_gain():
     b = random_block_weights(arch, 13)
     b["g_1"][0] = 0.0
     g = local_geometry(arch, b, seed=13)
-    assert (g.generic_dimension, g.rank, g.excess) == (82, 65, 17)
+    _degenerate(g, 82, 65)
     for h in (1, 2):
         head = _part(g, f"layer 1 head {h}")
         assert (head["rank"], head["excess"]) == (32, 9)
@@ -151,7 +162,7 @@ def test_dead_relu_neuron():
     b["P_1"][0] = 0.0
     b["bp_1"][0] = -1.0
     g = local_geometry(arch, b, seed=17)
-    assert (g.generic_dimension, g.rank, g.excess) == (56, 48, 8)
+    _degenerate(g, 56, 48)
     mlp = _part(g, "layer 1 mlp")
     assert (mlp["rank"], mlp["generic_rank"], mlp["excess"]) == (20, 28, 8)
     assert any("dead relu neurons [0]" in c for c in mlp["causes"])
@@ -259,3 +270,58 @@ def test_memory_refused_before_allocation(monkeypatch):
     with pytest.raises(ResourceError, match=r"`max_memory` must be at least the estimated peak.*"
                                             r"local geometry of"):
         local_geometry(_arch(), random_block_weights(_arch(), 1), generic=False)
+
+
+def _nr(rank: int, n: int, small: float):
+    """A float64 rank read from singular values: `rank` ones, then n - rank values `small`."""
+    from neuromanifold.core.rank import numerical_rank
+
+    return numerical_rank(torch.tensor([1.0] * rank + [small] * (n - rank), dtype=torch.float64),
+                          3 * n, n)
+
+
+def test_status_rule_is_rank_at_points():
+    """`local_status`: certified only when lower == upper; settled only for a clear gap with the
+    float rank at the proven upper bound; a clear-gap float rank that meets only the lower bound,
+    or a float rank at the upper bound without a clean gap, is ambiguous with rank None."""
+    from neuromanifold.dimension.local import local_status
+
+    from neuromanifold.core.rank import numerical_rank
+
+    clear = _nr(7, 11, 1e-17)
+    blurred = numerical_rank(torch.tensor([10.0 ** (-1.2 * k) for k in range(11)],
+                                          dtype=torch.float64), 33, 11)
+    assert clear.is_settled() and not blurred.is_settled()
+    blurred = dataclasses.replace(blurred, rank=7)      # at the upper bound: still no clean gap
+    assert local_status(clear, 9, 9, []) == ("certified", 9)
+    assert local_status(blurred, 9, 9, []) == ("certified", 9)
+    assert local_status(clear, None, 7, []) == ("settled", 7)
+    assert local_status(clear, 5, 7, []) == ("settled", 7)
+    assert local_status(clear, 7, 9, []) == ("ambiguous", None)      # meets the lower bound only
+    assert local_status(clear, None, 9, []) == ("ambiguous", None)
+    assert local_status(blurred, None, 7, []) == ("ambiguous", None)  # no clean gap
+    assert local_status(blurred, 7, 7, []) == ("certified", 7)
+    notes: list = []
+    local_status(clear, 7, 9, notes)
+    assert "7 <= rank <= 9" in notes[0]
+
+
+def test_mutant_loose_status_is_caught(monkeypatch):
+    """Mutant: the old rule (a clear-gap float rank equal to the proven lower bound is settled)
+    fails the degenerate-point check of the zero output map."""
+    from neuromanifold.dimension import local
+
+    def loose(nr, lower, upper, notes):
+        if lower is not None and lower == upper:
+            return "certified", upper
+        if nr.is_settled() and (nr.rank == upper or nr.rank == lower):
+            return "settled", nr.rank
+        return "ambiguous", None
+
+    monkeypatch.setattr(local, "local_status", loose)
+    arch = _arch(values=2)
+    b = random_block_weights(arch, 5)
+    b["O_1_1"] = torch.zeros_like(b["O_1_1"])
+    g = local_geometry(arch, b, seed=5, parts=False)
+    with pytest.raises(AssertionError):
+        _degenerate(g, 64, 42)

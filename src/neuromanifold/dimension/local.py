@@ -18,10 +18,10 @@ registry's tangents at W (all in ker dPhi(W)):
           larger stabilizer (a rank-deficient head, a zero gain);
   parts   the rank of each part's own column block J[:, S] at W and at a random point
           (`local_parts`), with the causes detected.
-Status: `certified` (lower == upper), `settled` (a clear gap with the float rank equal to the
-upper bound, or equal to a proven lower bound: numerical, the rank could exceed it only by
-directions below float64 round-off), `lower-bound` (a proven lower bound, the float rank not
-settled), `ambiguous` otherwise; `rank` is None unless settled or certified.
+Status (`local_status`, `rank_at_point`'s rule): `certified` (lower == upper), `settled`
+(numerical: a clear gap with the float rank equal to the proven upper bound), `ambiguous`
+otherwise, with the bracket `lower <= rank <= upper`; `rank` is None unless settled or
+certified (a float rank that only meets the proven lower bound is not settled).
 """
 
 from __future__ import annotations
@@ -297,6 +297,32 @@ def _generic(arch: Architecture, seed: int, registry_upper: int, progress) -> tu
                             "--validate verified the count; not certified here"), True
 
 
+def local_status(nr, lower: int | None, upper: int, notes: list) -> tuple[str, int | None]:
+    """(status, rank) by `rank_at_point`'s rule: `certified` when the proven lower bound meets
+    the proven upper bound; `settled` (numerical) when the float64 rank has a clear gap (not
+    `is_ambiguous`) and equals the proven upper bound; else `ambiguous` with the bracket
+    `lower <= rank <= upper` and `rank` None. A float rank below the upper bound is never
+    settled, even when it meets a proven lower bound: near degenerate weights float64 can lose
+    directions below round-off with a clear gap (`point.rank_at_point`)."""
+    lo = "?" if lower is None else lower
+    if lower is not None and lower == upper:
+        return "certified", upper
+    clear = nr.is_settled(MIN_GAP_DECADES)
+    if clear and nr.rank == upper:
+        notes.append(f"settled numerically: float64 rank {nr.rank} with a gap of {nr.gap:.1f} "
+                     f"decades equals the proven upper bound {upper}")
+        return "settled", nr.rank
+    if not clear:
+        notes.append(f"ambiguous ({lo} <= rank <= {upper}); no clean gap: "
+                     + nr.ambiguity_note(MIN_GAP_DECADES))
+    else:
+        notes.append(f"ambiguous ({lo} <= rank <= {upper}): the float64 rank {nr.rank} (gap "
+                     f"{nr.gap:.1f} decades) is below the proven upper bound {upper}, and a float "
+                     "rank below a proven upper bound is never settled without a proof that "
+                     "closes the bracket")
+    return "ambiguous", None
+
+
 def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str = "auto",
                    seed: int = 0, samples: int | None = None,
                    tolerances=(1e-4, 1e-8, 1e-12), parts: bool = True, generic: bool = True,
@@ -439,24 +465,7 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
                      "(the rank at any point is at most the generic rank)")
         upper = gen_dim
 
-    # status
-    clear = nr.is_settled(MIN_GAP_DECADES) and nr.rank <= upper and (lower is None or nr.rank >= lower)
-    if lower is not None and lower == upper:
-        status, rank = "certified", upper
-    elif clear and (nr.rank == upper or (lower is not None and nr.rank == lower)):
-        status, rank = "settled", nr.rank
-        if nr.rank < upper:
-            notes.append(f"settled numerically: proven {lower} <= rank <= {upper}; the float "
-                         f"rank {nr.rank} has a clear gap and meets the proven lower bound")
-    elif lower is not None:
-        status, rank = "lower-bound", None
-    else:
-        status, rank = "ambiguous", None
-        if nr.is_settled(MIN_GAP_DECADES) and nr.rank < upper:
-            notes.append(f"float64 rank {nr.rank} (clear gap) is below the proven upper bound "
-                         f"{upper} and no lower bound was proved: not settled")
-        elif not nr.is_settled(MIN_GAP_DECADES):
-            notes.append("no clean gap: " + nr.ambiguity_note(MIN_GAP_DECADES))
+    status, rank = local_status(nr, lower, upper, notes)
     if rank is None and nr.rank < upper and samples is None:
         notes.append(f"N = {n} inputs fixed in advance (no growth to saturation): a float rank "
                      "below the upper bound may also mean too few samples; pass samples=")
