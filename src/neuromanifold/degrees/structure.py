@@ -74,25 +74,116 @@ def segre_degree(dims: list[int], degrees: list[int]) -> int:
     return value * math.prod(degrees)
 
 
-def single_layer_factor(arch: Architecture) -> tuple[int, int, int, int] | None:
-    """(d, d', a, r = min(a, d)) when `arch` is one plain lightning layer with t >= 2 (the case
-    the Segre route covers), else None."""
-    if arch.n_layers != 1 or arch.tokens < 2:
+@dataclass(frozen=True)
+class Factor:
+    """One factor X_i of the product: its name, projective dimension m_i, the degree k_i of its
+    embedding (Segre 1, Veronese 3) and, for a determinantal factor, (d, r) to measure deg X_i."""
+
+    name: str
+    m: int
+    k: int
+    rank: tuple[int, int] | None = None     # (d, r): d x d matrices of rank <= r, r < d
+
+    @property
+    def closed_form(self) -> int:
+        """deg X_i by its closed form (1 for a projective space)."""
+        return 1 if self.rank is None else determinantal_degree(self.rank[0], self.rank[0],
+                                                                self.rank[1])
+
+
+@dataclass(frozen=True)
+class Route:
+    """A structure of the neurovariety: V = L(W), W the cone over the Segre-Veronese product of
+    `factors` (embedded by O(k_1, ..., k_s)), L linear; `param` maps the network's flat weights to
+    coordinates of W (G = E o L o param exactly); `base_locus(p, rng, timeout)` is the msolve check
+    that L has no base locus on W; `proved` says where the hypothesis is also proved."""
+
+    name: str
+    factors: tuple[Factor, ...]
+    param: Callable
+    base_locus: Callable
+    proved: str = ""
+
+    @property
+    def dimension(self) -> int:
+        """dim W (affine cone)."""
+        return sum(f.m for f in self.factors) + 1
+
+
+def product_degree(factors: list[Factor] | tuple[Factor, ...], degrees: list[int]) -> int:
+    """deg P(W) for the Segre-Veronese product: (sum m_i)! / prod m_i! * prod k_i^{m_i} deg X_i.
+
+    Math: the embedding by O(k_1..k_s) pulls the hyperplane class back to sum k_i h_i, whose top
+    power on X_1 x ... x X_s is the multinomial times prod k_i^{m_i} deg X_i (h_i^{m_i} = deg X_i).
+    """
+    return segre_degree([f.m for f in factors], degrees) * math.prod(f.k ** f.m for f in factors)
+
+
+def _matrix_factor(d: int, r: int, k: int, what: str) -> Factor:
+    r = min(r, d)
+    if r >= d:
+        return Factor(f"{what}: all {d} x {d} matrices, P^{d * d - 1}", d * d - 1, k)
+    return Factor(f"{what}: {d} x {d} matrices of rank <= {r}", r * (2 * d - r) - 1, k, (d, r))
+
+
+def _cubic_monomials(entries: list) -> list:
+    """The degree-3 monomials of `entries` (sorted index triples): the Veronese coordinates."""
+    n = len(entries)
+    return [entries[i] * entries[j] * entries[k]
+            for i in range(n) for j in range(i, n) for k in range(j, n)]
+
+
+def _plain(arch: Architecture) -> bool:
+    return arch.tokens >= 2 and arch == Architecture(arch.widths, arch.keys, arch.tokens)
+
+
+def route_for(arch: Architecture) -> Route | None:
+    """The structure the degree can be computed through (docs/degree.md), or None.
+
+    - one plain layer (t >= 2): W = Segre(P^{d'd-1} x D_r), T = V (x) A;
+    - two plain layers with d_1 = d_2 = 1: phi = c z |z|^2 with z the first layer's output, cubic
+      in z, so linear in (v_1 (x) A_1)^{(x) 3}: W = Veronese_3 of Segre(P^{d_0-1} x D_{r_1});
+    - two plain layers with d_1 >= d_0: the virtual weights u = V_2 V_1, B = V_1^T A_2 V_1 are
+      free, and phi = u X M M^T X^T B X M with M = X^T A_1 X is linear in u (x) B (x) A_1^{(x) 3}:
+      W = P^{d_2 d_0 - 1} x D_{r_2} x D_{r_1}, embedded by O(1, 1, 3).
+    """
+    if not _plain(arch):
         return None
-    plain = Architecture(arch.widths, arch.keys, arch.tokens)
-    if arch != plain:
+    t = arch.tokens
+    if arch.n_layers == 1:
+        d, d1 = arch.widths
+        return Route("segre: V (x) A", (Factor(f"P^{d1 * d - 1} (the values V)", d1 * d - 1, 1),
+                                        _matrix_factor(d, arch.keys[0], 1, "A = Q^T K")),
+                     segre_map(arch), lambda p, rng, s: base_locus_check(d, t, p, rng, s),
+                     "proved for t >= 2 (docs/degree.md)")
+    if arch.n_layers != 2:
         return None
-    d, d1 = arch.widths
-    a = arch.keys[0]
-    return d, d1, a, min(a, d)
+    d0, d1, d2 = arch.widths
+    a1, a2 = arch.keys
+    if d1 == 1 and d2 == 1:
+        return Route("veronese: (v_1 (x) A_1)^3, phi = c z |z|^2",
+                     (Factor(f"P^{d0 - 1} (the first values v_1)", d0 - 1, 3),
+                      _matrix_factor(d0, a1, 3, "A_1")),
+                     _scalar_top_map(arch),
+                     lambda p, rng, s: _norm_base_locus(d0, min(a1, d0), t, p, rng, s))
+    if d1 >= d0:
+        return Route("virtual weights: u (x) B (x) A_1^3, u = V_2 V_1, B = V_1^T A_2 V_1",
+                     (Factor(f"P^{d2 * d0 - 1} (u = V_2 V_1)", d2 * d0 - 1, 1),
+                      _matrix_factor(d0, a2, 1, "B = V_1^T A_2 V_1"),
+                      _matrix_factor(d0, a1, 3, "A_1")),
+                     _virtual_map(arch), lambda p, rng, s: _virtual_base_locus(
+                         d0, min(a1, d0), min(a2, d0), t, p, rng, s))
+    return None
 
 
 def _why_not(arch: Architecture) -> str:
-    if arch.n_layers != 1:
-        return f"{arch.n_layers} layers (the Segre route covers one layer)"
     if arch.tokens < 2:
         return "t = 1 (the map then sees only the symmetric part of A: a base locus)"
-    return "heads, values, residual, MLP or decoder options (the route covers the plain layer)"
+    if not _plain(arch):
+        return "heads, values, residual, MLP or decoder options (the routes cover plain layers)"
+    if arch.n_layers > 2:
+        return f"{arch.n_layers} layers (the routes cover one or two layers)"
+    return ("two layers with d_0 > d_1 and not d_1 = d_2 = 1 (the virtual weights are not free)")
 
 
 @dataclass(frozen=True)
@@ -117,20 +208,20 @@ class StructuredRun:
 
 @dataclass
 class StructuredDegreeResult:
-    """The degree of one lightning layer's neurovariety by the Segre route, with its checks.
+    """The degree of a neurovariety through its structure V = L(W), with every check printed.
 
     status: `exact (mod p, randomised)` when every hypothesis check passed and every run gave the
     same e_L; `stopped` when the time limit passed; `ambiguous` when a check failed.
+    factors: (name, m_i, k_i, measured degree or None, closed form) per factor of W.
     """
 
     degree: int | None
     status: str
     dimension: int | None
     n_params: int
-    segre_degree: int | None
-    factor_degree: int | None
-    factor_closed_form: int
-    factor: str
+    route: str
+    factors: list[tuple[str, int, int, int | None, int]]
+    product_degree: int | None
     base_locus: list[SolveCount]
     runs: list[StructuredRun]
     seconds: float
@@ -148,10 +239,11 @@ class StructuredDegreeResult:
     def to_dict(self) -> dict:
         """A JSON-serialisable description."""
         return {"label": self.label, "degree": self.degree, "status": self.status,
-                "route": "segre", "dimension": self.dimension, "n_params": self.n_params,
-                "segre_degree": self.segre_degree, "factor": self.factor,
-                "factor_degree": self.factor_degree,
-                "factor_closed_form": self.factor_closed_form,
+                "route": self.route, "dimension": self.dimension, "n_params": self.n_params,
+                "factors": [{"name": n, "dimension": m, "embedding_degree": k,
+                             "degree_measured": got, "degree_closed_form": want}
+                            for n, m, k, got, want in self.factors],
+                "product_degree": self.product_degree,
                 "base_locus": [c.to_dict() for c in self.base_locus],
                 "runs_agree": self.agree, "runs": [r.to_dict() for r in self.runs],
                 "seconds": round(self.seconds, 3), "seed": self.seed, "notes": list(self.notes),
@@ -161,21 +253,24 @@ class StructuredDegreeResult:
         value = "-" if self.degree is None else str(self.degree)
         dimension = "-" if self.dimension is None else str(self.dimension)
         lines = [self.label,
-                 f"degree {value}  [{self.status}]  route segre, dimension {dimension}, "
+                 f"degree {value}  [{self.status}]  dimension {dimension}, "
                  f"{self.n_params} parameters, {self.seconds:.1f} s, seed {self.seed}",
-                 f"  factor: {self.factor}: degree "
-                 f"{'-' if self.factor_degree is None else self.factor_degree} measured, "
-                 f"{self.factor_closed_form} closed form"]
-        if self.segre_degree is not None:
-            lines.append(f"  Segre product: degree {self.segre_degree}")
+                 f"  route: {self.route}"]
+        for name, m, k, got, want in self.factors:
+            measured = "" if got is None and want == 1 else \
+                f", measured {'-' if got is None else got}"
+            lines.append(f"  factor {name}: dimension {m}, embedded by O({k}), degree "
+                         f"{want} (closed form{measured})")
+        if self.product_degree is not None:
+            lines.append(f"  deg W = {self.product_degree} (the product's multidegree formula)")
         for p, c in zip(PRIMES, self.base_locus):
-            lines.append(f"  hypothesis, no base locus (L finite on the cone), p = {p}: "
-                         f"{'checked, no zero' if c.status == 'empty' else count_text(c)}"
-                         f" ({c.seconds:.2f} s)")
+            lines.append(f"  hypothesis, no base locus (L finite on W), p = {p}: "
+                         + ("checked, no zero" if c.status == "empty" else
+                            f"FAILED: {count_text(c)}") + f" ({c.seconds:.2f} s)")
         for run in self.runs:
             lines.append(
                 f"  p = {run.prime}, run {run.run}: network fiber {count_text(run.network_fiber)}"
-                + (f", Segre fiber {count_text(run.factor_fiber)}" if run.factor_fiber else "")
+                + (f", W fiber {count_text(run.factor_fiber)}" if run.factor_fiber else "")
                 + (f" -> e_L {run.e_L}" if run.e_L is not None else "")
                 + (f", degree {run.degree}" if run.degree is not None else "")
                 + (f" ({run.note})" if run.note else ""))
@@ -204,36 +299,103 @@ def segre_map(arch: Architecture) -> Callable:
     return F
 
 
+def _scalar_top_map(arch: Architecture) -> Callable:
+    """Weights -> c * (cubic monomials of v_1 (x) A_1), c = V_2 Q_2^T K_2 (d_1 = d_2 = 1)."""
+    def F(values):
+        b = blocks_from_flat(arch, values)
+        A1 = b["Q_1_1"].T.dot(b["K_1_1"])
+        c = b["V_2_1"].dot(b["Q_2_1"].T.dot(b["K_2_1"]))[0, 0]
+        T = [v * x for v in b["V_1_1"].reshape(-1) for x in A1.reshape(-1)]
+        return [c * m for m in _cubic_monomials(T)]
+    return F
+
+
+def _virtual_map(arch: Architecture) -> Callable:
+    """Weights -> u (x) B (x) (cubic monomials of A_1), u = V_2 V_1, B = V_1^T A_2 V_1."""
+    def F(values):
+        b = blocks_from_flat(arch, values)
+        A1 = b["Q_1_1"].T.dot(b["K_1_1"])
+        V1 = b["V_1_1"]
+        u = b["V_2_1"].dot(V1)
+        B = V1.T.dot(b["Q_2_1"].T.dot(b["K_2_1"])).dot(V1)
+        cubic = _cubic_monomials(list(A1.reshape(-1)))
+        return [x * y * m for x in u.reshape(-1) for y in B.reshape(-1) for m in cubic]
+    return F
+
+
+def _locus(shapes: list[tuple[str, int, int]], equations: Callable, n_inputs: int, d: int,
+           tokens: int, p: int, rng: random.Random, timeout: float) -> SolveCount:
+    """msolve on `equations(factors, X)` at n_inputs random inputs X (d x t), each factor
+    normalised nonzero by one random affine form of its entries = 1.
+
+    shapes: per factor ('vector', n, 0): n unknowns; ('matrix', d, r): a d x d matrix of rank
+    <= r, as Q^T K with Q, K r x d unknowns when r < d (every such matrix over an algebraically
+    closed field), else d^2 unknowns.
+    """
+    sizes = [n if kind == "vector" else (2 * r * n if r < n else n * n) for kind, n, r in shapes]
+    total = sum(sizes)
+    ctx = poly_ring(total, p, "u")
+    gens = list(ctx.gens())
+    one = ctx.from_dict({(0,) * total: 1})
+    factors, at = [], 0
+    for (kind, n, r), size in zip(shapes, sizes):
+        g = gens[at:at + size]
+        at += size
+        if kind == "vector":
+            factors.append(object_array((1, n), g))
+        elif r < n:
+            Q, K = object_array((r, n), g[:r * n]), object_array((r, n), g[r * n:])
+            factors.append(Q.T.dot(K))
+        else:
+            factors.append(object_array((n, n), g))
+    polys = []
+    for _ in range(n_inputs):
+        X = object_array((d, tokens), [rng.randrange(p) for _ in range(d * tokens)])
+        polys += as_polys(list(equations(factors, X)), ctx)
+    for f in factors:
+        polys.append(sum((rng.randrange(1, p) * x for x in f.reshape(-1)), -one))
+    return count_solutions(polys, ctx.names(), p, timeout)
+
+
 def base_locus_check(d: int, tokens: int, p: int, rng: random.Random, timeout: float,
                      n_inputs: int | None = None) -> SolveCount:
     """Zeros of v X_n X_n^T A X_n = 0 (n = 1..N), l_1(v) = 1, l_2(A) = 1 over the closure of F_p.
 
     `empty` proves (over that field) that no nonzero v (x) A with any A lies in ker L, hence that
     L has no base locus on the cone (fewer equations than the full identity in X only enlarge the
-    zero set). Unknowns v_1..v_d, A_11..A_dd.
+    zero set; any A, not only rank <= a, is a stronger statement). One row v of V suffices: row
+    i of phi is v_i X X^T A X.
     """
+    def eqs(f, X):
+        v, A = f
+        return v.dot(X).dot(X.T.dot(A).dot(X)).reshape(-1)
     n = d + d * d
-    N = n_inputs if n_inputs is not None else n
-    ctx = poly_ring(n, p, "u")
-    gens = ctx.gens()
-    v = object_array((1, d), gens[:d])
-    A = object_array((d, d), gens[d:])
-    one = ctx.from_dict({(0,) * n: 1})
-    polys = []
-    for _ in range(N):
-        X = object_array((d, tokens), [rng.randrange(p) for _ in range(d * tokens)])
-        out = v.dot(X).dot(X.T.dot(A).dot(X))
-        polys += [f for f in as_polys(list(out.reshape(-1)), ctx)]
-    polys.append(sum((rng.randrange(1, p) * g for g in gens[:d]), -one))
-    polys.append(sum((rng.randrange(1, p) * g for g in gens[d:]), -one))
-    return count_solutions(polys, ctx.names(), p, timeout)
+    return _locus([("vector", d, 0), ("matrix", d, d)], eqs, n_inputs or n, d, tokens, p, rng,
+                  timeout)
 
 
-def _gauge_rank(F: Callable, n: int, free: list[int], w0: list[int], p: int,
-                deadline: Deadline) -> int:
-    ctx, G = gauge_fixed_map(F, free, w0, p)
-    J = jacobian_at(G, [w0[j] for j in free], len(free), p, deadline)
-    return rank_mod_p(J, p)
+def _norm_base_locus(d: int, r: int, tokens: int, p: int, rng: random.Random, timeout: float,
+                     n_inputs: int | None = None) -> SolveCount:
+    """Zeros of |z|^2 = sum_s z_s^2 = 0, z = v X X^T A X (1 x t), rank A <= r, with v, A
+    normalised nonzero: empty means c z |z|^2 vanishes only at 0 on W (z = 0 is among these)."""
+    def eqs(f, X):
+        v, A = f
+        z = v.dot(X).dot(X.T.dot(A).dot(X)).reshape(-1)
+        return [sum(zs * zs for zs in z)]
+    return _locus([("vector", d, 0), ("matrix", d, r)], eqs, n_inputs or d + d * d, d, tokens,
+                  p, rng, timeout)
+
+
+def _virtual_base_locus(d: int, r1: int, r2: int, tokens: int, p: int, rng: random.Random,
+                        timeout: float, n_inputs: int | None = None) -> SolveCount:
+    """Zeros of u X M M^T X^T B X M = 0, M = X^T A X, with u (one row: row i of phi reads only
+    u_i), B (rank <= r2), A (rank <= r1) normalised nonzero."""
+    def eqs(f, X):
+        u, B, A = f
+        M = X.T.dot(A).dot(X)
+        return u.dot(X).dot(M).dot(M.T).dot(X.T).dot(B).dot(X).dot(M).reshape(-1)
+    return _locus([("vector", d, 0), ("matrix", d, r2), ("matrix", d, r1)], eqs,
+                  n_inputs or d + 2 * d * d, d, tokens, p, rng, timeout)
 
 
 def _fiber(G: list, ctx, point: list[int], deadline: Deadline) -> SolveCount:
@@ -289,7 +451,7 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
                       max_memory: object | None = None, cross_check: bool = False,
                       _divisor: Callable[[int, int], int] | None = None
                       ) -> StructuredDegreeResult:
-    """The degree of one plain lightning layer's neurovariety by the Segre route (module docstring).
+    """The degree of a neurovariety through its structure V = L(W) (`route_for`; module docstring).
 
     deg V = binom(m_X + m_Y, m_X) deg D_r / e_L, with deg D_r measured (and compared with its
     closed form), the base locus of L checked empty over both primes, e_L measured as the ratio
@@ -308,11 +470,11 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
     seed = check_seed(seed)
     timeout = check_timeout(timeout)
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
-    factor = single_layer_factor(arch)
-    if factor is None:
-        raise bad_value("route", "a single plain lightning layer with t >= 2 for the Segre "
-                        "route", _why_not(arch), "Use --route direct.")
-    d, d1, a, rr = factor
+    route = route_for(arch)
+    if route is None:
+        raise bad_value("route", "one plain lightning layer, or two with d_1 = d_2 = 1 or "
+                        "d_1 >= d_0, t >= 2, for the structured route", _why_not(arch),
+                        "Use --route direct.")
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
     from .network import degree, degree_estimates, evaluation_inputs, span_basis  # noqa: PLC0415
 
@@ -320,12 +482,9 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     deadline = Deadline.after(timeout)
-    dim_D = rr * (2 * d - rr)
-    closed = determinantal_degree(d, d, rr)
-    name = (f"D_{rr} = {d} x {d} matrices of rank <= {rr} (dimension {dim_D})" if rr < d
-            else f"all {d} x {d} matrices (dimension {dim_D})")
     notes: list[str] = []
-    result = StructuredDegreeResult(None, STOPPED, None, arch.n_params, None, None, closed, name,
+    factors = [(f.name, f.m, f.k, None, f.closed_form) for f in route.factors]
+    result = StructuredDegreeResult(None, STOPPED, None, arch.n_params, route.name, factors, None,
                                     [], [], 0.0, notes, str(arch), seed)
 
     def finish(status: str, degree_value: int | None, why: str | None = None):
@@ -339,27 +498,35 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
         dim_result = neuromanifold_dim(arch, method="certified", seed=seed, max_memory=max_memory)
         r = result.dimension = dim_result.dimension
         notes.append(f"dimension {r} from the exact engine ({dim_result.status})")
-        m_X, m_Y = d1 * d - 1, dim_D - 1
-        if r != m_X + m_Y + 1:
-            return finish(AMBIGUOUS, None, f"dim V = {r} differs from dim C = {m_X + m_Y + 1}: "
-                          "L is not finite on the cone, the route does not apply")
-        say(f"the factor {name}: its degree by the degree engine")
-        fac = image_degree(_rank_map(d, rr), 2 * rr * d, dim_D, seed=seed,
-                           timeout=max(deadline.left(), 1e-3), repeats=repeats,
-                           deadline=deadline, label="rank map")
-        result.factor_degree = fac.degree
-        if fac.status != EXACT:
-            return finish(fac.status, None, f"the factor's degree is {fac.status}")
-        if fac.degree != closed:
-            return finish(AMBIGUOUS, None, f"the factor's measured degree {fac.degree} differs "
-                          f"from its closed form {closed}")
-        deg_C = result.segre_degree = segre_degree([m_X, m_Y], [1, fac.degree])
-        notes.append(f"Segre product P^{m_X} x ({name}): binomial({m_X + m_Y}, {m_X}) x "
-                     f"{fac.degree} = {deg_C}")
+        if r != route.dimension:
+            return finish(AMBIGUOUS, None, f"dim V = {r} differs from dim W = {route.dimension}: "
+                          "L is not finite on W, the route does not apply")
+        measured: dict[tuple[int, int], int] = {}
+        degrees = []
+        for i, f in enumerate(route.factors):
+            if f.rank is None:
+                degrees.append(1)
+                continue
+            if f.rank not in measured:
+                d_f, r_f = f.rank
+                say(f"the factor {f.name}: its degree by the degree engine")
+                fac = image_degree(_rank_map(d_f, r_f), 2 * r_f * d_f, f.m + 1, seed=seed,
+                                   timeout=max(deadline.left(), 1e-3), repeats=repeats,
+                                   deadline=deadline, label="rank map")
+                if fac.status != EXACT:
+                    return finish(fac.status, None, f"the degree of {f.name} is {fac.status}")
+                measured[f.rank] = fac.degree
+            got = measured[f.rank]
+            factors[i] = (f.name, f.m, f.k, got, f.closed_form)
+            if got != f.closed_form:
+                return finish(AMBIGUOUS, None, f"the measured degree {got} of {f.name} differs "
+                              f"from its closed form {f.closed_form}")
+            degrees.append(got)
+        deg_W = result.product_degree = product_degree(route.factors, degrees)
         for p in PRIMES:
             say(f"no base locus: the check over p = {p}")
             deadline.check("the base-locus check")
-            c = base_locus_check(d, arch.tokens, p, random.Random(purpose_seed(seed, f"base-{p}")),
+            c = route.base_locus(p, random.Random(purpose_seed(seed, f"base-{p}")),
                                  deadline.left())
             result.base_locus.append(c)
             if c.status == "stopped":
@@ -367,10 +534,9 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
                               "not used (raise --timeout)")
             if c.status != "empty":
                 return finish(AMBIGUOUS, None, f"the base-locus system over p = {p} is "
-                              f"{c.status}: L may not be finite on the cone; no degree by this "
-                              "route")
-        notes.append("no base locus: proved for t >= 2 (docs/degree.md) and checked: "
-                     "v X X^T A X = 0 has no zero with v, A nonzero over both primes")
+                              f"{c.status}: L may not be finite on W; no degree by this route")
+        notes.append("no base locus: checked by msolve over both primes (no zero with every "
+                     "factor nonzero)" + (f"; {route.proved}" if route.proved else ""))
         spans = []
         for p in PRIMES:
             span = span_basis(arch, p, seed, deadline, say)
@@ -383,11 +549,10 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
         notes.append(f"evaluation on N = {N} inputs injective on the span (dimension "
                      f"{spans[0][1]}, both primes): fibers of E o L equal fibers of L")
         F_net = network_map(arch, inputs, poll=lambda: deadline.check("the symbolic map"))
-        F_seg = segre_map(arch)
         for p in PRIMES:
             for k in range(repeats):
-                run = _one_run(F_net, F_seg, arch.n_params, r, deg_C, p, seed, k, deadline, say,
-                               _divisor)
+                run = _one_run(F_net, route.param, arch.n_params, r, deg_W, p, seed, k, deadline,
+                               say, _divisor)
                 result.runs.append(run)
                 if run.degree is None:
                     break
@@ -404,16 +569,16 @@ def structured_degree(arch: Architecture, *, seed: int = 0, timeout: float = DEF
     if None in values or len(values) != 1:
         return finish(AMBIGUOUS, None, "the runs disagree or a check failed: no degree is claimed")
     value = values.pop()
-    notes.append(f"{len(result.runs)} runs over {len(PRIMES)} primes agree; a randomised count "
-                 "over F_p, not a proof")
+    notes.append(f"{len(result.runs)} runs over {len(PRIMES)} primes agree; deg V = deg W / e_L; "
+                 "a randomised count over F_p, not a proof")
     if cross_check:
         say("cross-check: the direct count on the time left")
         direct = degree(arch, seed=seed, timeout=max(deadline.left(), 1e-3), repeats=repeats,
                         progress=say, max_memory=max_memory)
         result.cross_check = direct
         if direct.status == EXACT and direct.degree != value:
-            return finish(AMBIGUOUS, None, f"the direct count gave {direct.degree}, the Segre "
-                          f"route {value}: no degree is claimed")
+            return finish(AMBIGUOUS, None, f"the direct count gave {direct.degree}, the "
+                          f"structured route {value}: no degree is claimed")
         notes.append(f"cross-check, direct count: {direct.degree} [{direct.status}], "
                      f"{direct.seconds:.1f} s")
     return finish(EXACT, value)
