@@ -337,10 +337,10 @@ def block_upper_bound(arch: Architecture, seed: int = 0, prime: int = DEFAULT_PR
     incremental rank: a proven upper bound on the dimension (module docstring)."""
     p = check_word_prime(check_prime("prime", prime))
     point = random_blocks_mod_p(arch, p, seeded_generator(seed, "certified-upper"))
-    return _catalogue_bound(arch, point, p)
+    return catalogue_bound(arch, point, p)
 
 
-def _catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: int
+def catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: int
                      ) -> tuple[int, dict[str, int]]:
     """n_params - rank_p of the catalogue's tangents at residue blocks, and the family ranks."""
     tangents, counts = tangent_rows(arch, residues, fp_ops(p))
@@ -370,7 +370,7 @@ def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
         upper, notes = upper_bound_at(arch, layer_weights_of(arch, blocks), p)
     else:
         try:
-            upper, _ = _catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
+            upper, _ = catalogue_bound(arch, {k: to_residues(v, p) for k, v in blocks.items()}, p)
         except ComputationError as exc:
             upper = arch.n_params
             notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "

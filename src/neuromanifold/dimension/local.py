@@ -6,7 +6,7 @@ MLPs and norms, and the same spectrum on the user's own inputs.
 Math (docs/local_geometry.md). W are the weights, J = dPhi(W) on N sampled inputs, T the
 registry's tangents at W (all in ker dPhi(W)):
   upper   n_params - rank_p T(W) (`point_upper_bound`), T built at the exact dyadic values of
-          W reduced mod p (`ball_dual._catalogue_bound`): rank_p <= rank over Q, so it is
+          W reduced mod p (`ball_dual.catalogue_bound`): rank_p <= rank over Q, so it is
           proven; and rank dPhi(W) <= the generic rank (its maximum over W) <= the registry's
           bound at a random point, or the certified generic dimension: `upper_bound` is the
           least of these;
@@ -262,11 +262,11 @@ def _alone_rank(fam, offsets: dict[str, int], p: int) -> int:
 def _families_dense(arch: Architecture, residues: dict, seed: int, p: int, notes: list):
     """(upper bound at the point, {family: {rank, generic_rank, deficient}}, the registry's
     tangent count at a random point)."""
-    from .ball_dual import _catalogue_bound, block_upper_bound  # noqa: PLC0415
+    from .ball_dual import catalogue_bound, block_upper_bound  # noqa: PLC0415
 
     generic_upper, generic = block_upper_bound(arch, seed, p)
     try:
-        upper, here = _catalogue_bound(arch, residues, p)
+        upper, here = catalogue_bound(arch, residues, p)
     except ComputationError as exc:
         notes.append(f"catalogue tangents not available at these weights ({exc}); upper bound "
                      "n_params")

@@ -140,14 +140,16 @@ def numerical_dim(arch: Architecture, *, samples: int | None = None, seed: int =
     check_gpu_memory(plan, max_memory, dev)
     say = progress or (lambda _msg: None)
     say_device(dev, say)
-    say(plan.describe(arch))            # the work, before any of it (issue 38)
     t_start = time.perf_counter()
     if backend == "dask":
         from .dask_rank import DaskRows  # noqa: PLC0415  (dask only when asked for)
 
-        source = DaskRows(arch, seed, scheduler, say, samples)
+        source = DaskRows(arch, seed, scheduler, say, samples)  # refuses a bad --scheduler
     else:
         source = LocalRows(arch, seed, dev, route, progress=say)
+    # The work, before any of it (issue 38); after the scheduler is reached, so that a refused
+    # --scheduler stays one line.
+    say(plan.describe(arch))
     try:
         return _grow_and_read(arch, source, samples=samples, seed=seed, dev=dev, min_gap=min_gap,
                               min_samples=min_samples, max_samples=max_samples,
