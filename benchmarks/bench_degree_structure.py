@@ -58,8 +58,10 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         d = degree(arch, timeout=args.timeout)
-        counts = sorted({(r.slice_count.n_distinct, r.fiber_count and r.fiber_count.n_distinct)
-                         for r in d.runs})
+        counts = sorted({(r.slice_count.n_distinct if r.slice_count.status == "finite"
+                          else r.slice_count.status,
+                          r.fiber_count.n_distinct if r.fiber_count else None)
+                         for r in d.runs}, key=str)
         agree = ("agree" if d.degree == s.degree else "DISAGREE") if None not in (
             d.degree, s.degree) else "no cross-check"
         print(f"{name:<12} {'direct':<10} {str(d.degree):>7} {d.status:<27} "
