@@ -74,6 +74,7 @@ def test_closed_forms():
     ((3, 1), (1,), 2, 45),
     ((3, 1), (2,), 3, 108),
     ((2, 1, 1), (1, 1), 2, 81),   # the Veronese route (phi = c z |z|^2)
+    ((2, 1, 1), (2, 1), 2, 324),  # issue 37's target: 3^4 * 4 (Figure 1's quartic, cubed)
     ((1, 2, 1), (1, 1), 2, 1),    # the virtual-weight route, d_0 = 1
 ])
 def test_structured_degree_equals_the_direct_count(widths, keys, tokens, expected):
