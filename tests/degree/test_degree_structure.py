@@ -149,3 +149,11 @@ def test_cli_route_structure(capsys):
     out = capsys.readouterr()
     assert code == 2 and out.out == ""
     assert out.err.count("\n") == 1 and "`route` must be" in out.err
+
+
+def test_tiny_timeout_is_stopped_never_a_degree():
+    """Past --timeout the structured route is `stopped` with no degree (and exit 1 from the CLI)."""
+    r = structured_degree(Architecture((3, 2), (2,), 2), timeout=1e-3)
+    assert r.status == "stopped" and r.degree is None
+    assert main(["degree", "--widths", "3,2", "--keys", "2", "--tokens", "2", "--route",
+                 "structure", "--timeout", "0.001"]) == 1
