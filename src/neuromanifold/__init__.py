@@ -38,6 +38,7 @@ _EXPORTS = {
     "image_degree": "degrees.engine",
     "DegreeResult": "degrees.engine",
     "implicit_equations": "degrees.equations",
+    "structured_degree": "degrees.structure",
     "ed_degree": "degrees.ed",
     "image_ed_degree": "degrees.ed",
     "EDDegreeResult": "degrees.ed",
@@ -111,6 +112,7 @@ if _TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .degrees.ed import EDDegreeResult, ed_degree, image_ed_degree
     from .degrees.equations import implicit_equations
     from .degrees.network import degree
+    from .degrees.structure import structured_degree
     from .errors import AmbiguousRankError, ComputationError, InputError, NeuromanifoldError
     from .geometry.classify import classify_layer
     from .geometry.fibers import FiberResult, same_function

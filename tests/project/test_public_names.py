@@ -31,7 +31,7 @@ def test_no_public_name_is_a_subpackage():
     assert sorted(modules & set(nm.__all__)) == []
 
 
-@pytest.mark.parametrize("first", ["image_degree", "implicit_equations", "DegreeResult",
+@pytest.mark.parametrize("first", ["image_degree", "implicit_equations", "DegreeResult", "structured_degree",
                                    "degree", "image_degree,degree", "degree,implicit_equations"])
 def test_degree_is_the_function_in_every_import_order(first):
     """After touching `first` in a fresh interpreter, `nm.degree` is still the function and every

@@ -35,6 +35,11 @@ def degree_command(
     max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
     repeats: int = typer.Option(2, help="Independent slices per prime (two primes near 2^30)."),
     seed: int = typer.Option(0, help="Random seed for the gauge points, slices and inputs."),
+    route: str = typer.Option("direct", help="direct (slices of the network map), structure "
+                              "(deg W / e_L through the Segre / virtual-weight structure, every "
+                              "hypothesis checked: docs/degree.md; one plain layer, or two with "
+                              "d_1 = d_2 = 1 or d_1 >= d_0), or both (structure, then the direct "
+                              "count on the time left as a cross-check)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Degree of the neurovariety of a polynomial network, exact over F_p (randomised).
@@ -48,10 +53,21 @@ def degree_command(
     from ..degrees.network import degree  # noqa: PLC0415  (flint and torch only when computing)
 
     timeout = check_timeout(timeout)
+    if route not in ("direct", "structure", "both"):
+        from ..core.checks import bad_value  # noqa: PLC0415
+
+        raise bad_value("route", "direct, structure or both", route, "Pass --route structure.")
     try:
         with time_limit(timeout + TIMEOUT_GRACE):
-            result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
-                            progress=stderr_progress("degree"), max_memory=max_memory)
+            if route == "direct":
+                result = degree(arch, seed=seed, timeout=timeout, repeats=repeats,
+                                progress=stderr_progress("degree"), max_memory=max_memory)
+            else:
+                from ..degrees.structure import structured_degree  # noqa: PLC0415
+
+                result = structured_degree(arch, seed=seed, timeout=timeout, repeats=repeats,
+                                           progress=stderr_progress("degree"),
+                                           max_memory=max_memory, cross_check=route == "both")
     except TimeLimitReached:
         print_stopped("degree", timeout, as_json, arch.to_dict(), "a degree was found",
                       ("degree",))
