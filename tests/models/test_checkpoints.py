@@ -262,6 +262,24 @@ def gpt2_dir(tmp_path):
     return folder
 
 
+@pytest.mark.parametrize("scale", [1e300, 1e160])
+def test_an_overflowing_embedding_is_refused_not_ranked(scale, tmp_path, capsys):
+    """An embedding scaled by 1e300 (or 1e160: its square overflows): the final layernorm's
+    variance is inf, the normalised stream 0 and the Jacobian finite zeros; without the check of
+    every intermediate value this printed `ambiguous` with rank 0 (exit 1). Now: the overflow
+    refusal, one line naming the checkpoint, exit 2, before any progress line."""
+    config = transformers.GPT2Config(n_embd=4, n_head=2, n_layer=1, vocab_size=7, n_inner=3,
+                                     n_positions=4)
+    torch.manual_seed(5)
+    model = transformers.GPT2LMHeadModel(config).eval().double()
+    with torch.no_grad():
+        model.transformer.wte.weight.mul_(scale)
+    model.save_pretrained(tmp_path / "big")
+    code, out, err = _cli(capsys, "rank", tmp_path / "big", "--tokens", 2)
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1 and "overflow" in err and str(tmp_path / "big") in err
+
+
 def test_rank_json_on_a_checkpoint(gpt2_dir, capsys):
     """`rank PATH --json` on a tiny GPT-2 checkpoint: the read_as record and the bounds, the
     upper bound at the point equal to the rank (a generic point: it closes), which equals

@@ -284,6 +284,26 @@ def test_hostile_weight_files_are_refused_before_data_is_read(tmp_path, members,
     assert message in err
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_an_archive_with_a_repeated_member_is_refused(tmp_path):
+    """Two members named V_1.npy: numpy would read one of them silently; refused in one line."""
+    rng = np.random.default_rng(3)
+
+    def npy(shape):
+        buf = io.BytesIO()
+        np.save(buf, rng.standard_normal(shape))
+        return buf.getvalue()
+
+    path = tmp_path / "dup.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, shape in (("Q_1", (2, 3)), ("K_1", (2, 3)), ("V_1", (4, 3)), ("V_1", (4, 3))):
+            zf.writestr(name + ".npy", npy(shape))
+    for argv in (["rank", "--weights", str(path), "--tokens", "2"], ["classify", "--weights", str(path)]):
+        code, out, err = run_cli(argv)
+        assert_refused(code, out, err, "weights")
+        assert "'V_1.npy' stored 2 times" in err
+
+
 def test_honest_but_too_large_file_is_refused_from_its_header(tmp_path):
     """A real 2001 x 3 array is refused at once from its header, naming member and limit."""
     path = _weights(tmp_path / "big.npz", V_1=np.zeros((2001, 3)))

@@ -284,6 +284,60 @@ class ArrayArithmetic:
 ARRAYS = ArrayArithmetic()
 
 
+class FiniteArithmetic(ArrayArithmetic):
+    """Float tensors, with every intermediate value checked finite (one forward pass before a
+    rank is read at given weights).
+
+    A norm hides an overflow: weights near 1e300 give a variance of inf, the normalised
+    stream 0 and a finite Jacobian of zeros, whose rank 0 would be read as a result. Each
+    primitive here raises `OverflowError` naming itself when its result (or a norm's second
+    moment) is not finite; the caller turns it into the input refusal (`core.finite`)."""
+
+    @staticmethod
+    def _check(value, what: str):
+        if isinstance(value, torch.Tensor) and not bool(torch.isfinite(value).all()):
+            raise OverflowError(what)
+        return value
+
+    def linear(self, M, Z):
+        return self._check(super().linear(M, Z), "a linear map")
+
+    def scores(self, q, k):
+        return self._check(super().scores(q, k), "attention scores")
+
+    def softmax(self, scores, temperature: float, causal: bool = False):
+        return self._check(super().softmax(scores, temperature, causal), "a softmax")
+
+    def mix(self, values, scores):
+        return self._check(super().mix(values, scores), "an attention mix")
+
+    def add(self, a, b):
+        return self._check(super().add(a, b), "a residual sum")
+
+    def shift(self, Z, b):
+        return self._check(super().shift(Z, b), "a bias")
+
+    def mul(self, a, b):
+        return self._check(super().mul(a, b), "a gate product")
+
+    def scale(self, Z, c: float):
+        return self._check(super().scale(Z, c), "a scale")
+
+    def embed(self, E, X):
+        return self._check(super().embed(E, X), "the embedding")
+
+    def norm(self, Z, gain, kind: str, eps: float = NORM_EPS):
+        centred = Z - Z.mean(dim=-2, keepdim=True) if kind == "layernorm" else Z
+        self._check((centred * centred).mean(dim=-2, keepdim=True), f"a {kind}'s second moment")
+        return self._check(super().norm(Z, gain, kind, eps), f"a {kind}")
+
+    def activate(self, x, kind: str):
+        return self._check(super().activate(x, kind), f"the activation {kind}")
+
+
+FINITE = FiniteArithmetic()
+
+
 def block_forward(arch: Architecture, blocks: dict, X, *, record: list | None = None,
                   arithmetic=ARRAYS):
     """phi_W(X) of a network; X is (N, d_0, t) or (d_0, t) (see the module docstring).

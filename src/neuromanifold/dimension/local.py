@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture, block_layout, check_architecture
-from ..core.blocks import check_block_weights, flatten_blocks, random_block_weights
+from ..core.blocks import FINITE, block_forward, check_block_weights, flatten_blocks, random_block_weights
 from ..core.checks import bad_value, check_choice, check_int, check_seed
 from ..core.display import Tabulated, architecture_text
 from ..core.finite import largest_entry, require_finite
@@ -383,6 +383,19 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
     chunk = max(1, GRAM_CHUNK_BYTES // (per_sample * P * 8))
     seconds: dict[str, float] = {}
 
+    gen = seeded_generator(seed, "point-inputs")
+    draw = input_stream(arch, gen)
+    X = to_dyadic(draw(n))
+    n = X.shape[0]
+    try:   # a norm turns an overflow into finite zeros: every intermediate value is checked
+        with torch.no_grad():
+            block_forward(arch, blocks, X, arithmetic=FINITE)
+    except OverflowError as exc:   # before any progress line: bad input is one line
+        require_finite(torch.tensor(math.nan), f"intermediate values ({exc})", input_name="blocks",
+                       largest=largest_entry(blocks.values()))
+    if draw.tokens is not None:
+        notes.append(draw.tokens.note())
+
     # 1. the upper bound at the point and the families (exact over F_p at the dyadic weights)
     t0 = time.perf_counter()
     say(f"symmetry families over F_p at the weights and at a random point ({P} parameters)")
@@ -404,12 +417,6 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
     tangents, _ = tangent_rows(arch, blocks, FLOAT_OPS)
     split = KernelSplit.from_tangents(tangents)
     del tangents
-    gen = seeded_generator(seed, "point-inputs")
-    draw = input_stream(arch, gen)
-    X = to_dyadic(draw(n))
-    n = X.shape[0]
-    if draw.tokens is not None:
-        notes.append(draw.tokens.note())
     params = flatten_blocks(arch, blocks)
     part_list = network_parts(arch) if parts else []
     try:

@@ -79,6 +79,12 @@ def _check_members(path: Path, name: str, zf: zipfile.ZipFile) -> None:
     """Refuse, before any data is read, members that are not 2-D numeric .npy arrays within the
     limits (MAX_SIDE per axis, MAX_ENTRIES per array, MAX_TOTAL_BYTES in all)."""
     total = 0
+    names = [info.filename for info in zf.infolist()]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:   # numpy would read one of them silently (the last one written)
+        raise _fail(name, "an .npz archive whose members have distinct names",
+                    f"{path}: member {repeated[0]!r} stored {names.count(repeated[0])} times",
+                    "Save each block once, with numpy.savez(path, Q_1=..., K_1=..., V_1=...).")
     for info in zf.infolist():
         key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if not info.filename.endswith(".npy") or not _MEMBER.match(key):

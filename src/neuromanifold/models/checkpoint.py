@@ -352,7 +352,13 @@ def analyse_checkpoint(checkpoint: Checkpoint, *, inputs=None, **kw):
 
     if inputs is not None:
         inputs = check_inputs(inputs, checkpoint)
-    return local_geometry(checkpoint.arch, checkpoint.blocks, inputs=inputs, **kw)
+    try:
+        return local_geometry(checkpoint.arch, checkpoint.blocks, inputs=inputs, **kw)
+    except InputError as exc:   # the weights are the checkpoint's: name it, not `blocks`
+        text = str(exc)
+        if text.startswith("`blocks"):
+            raise InputError(f"{checkpoint.source}: {text}") from None
+        raise
 
 
 def checkpoint_rank(source, tokens: int, *, output: str = "logits", inputs=None, **kw):
