@@ -202,6 +202,16 @@ def test_figure3_refuses_before_progress_or_folder(tmp_path):
     assert not out_dir.exists()
 
 
+def test_figure3_on_an_absent_gpu_refuses_before_progress_or_folder(tmp_path, monkeypatch):
+    """--device cuda where torch sees no GPU: one line, no progress line, no --out folder."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out_dir = tmp_path / "g"
+    assert_refused(*run_cli(["figure3", "--device", "cuda", "--out", str(out_dir)]), "device")
+    assert not out_dir.exists()
+
+
 def test_unwritable_output_place_is_refused_before_work(tmp_path):
     """An --out or --db where no file can be created (a probe file is tried) is refused first."""
     blocked = tmp_path / "file"

@@ -42,6 +42,10 @@ def figure3(
     Architecture((3, 3, 3), (2, 2), 3, attention)  # validates `attention` before any work
     check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     delta_list = parse_int_set("deltas", deltas)
+    if method.lower() != "certified":   # a device torch cannot see: refused before any output
+        from ..dimension.numerical import resolve_device  # noqa: PLC0415
+
+        resolve_device(device)
     plans = figure3_plans(delta_list, attention, samples=samples, device=device,
                           max_memory=max_memory)  # every delta, before any work
     if out.exists() and not out.is_dir():
