@@ -77,3 +77,27 @@ def test_bad_max_memory_is_the_template_line(capsys):
                  "--max-memory", "lots"])
     out = capsys.readouterr()
     assert code == 2 and out.out == "" and out.err.count("\n") == 1 and "max_memory" in out.err
+
+
+# ---------------------------------------------------------------- ed-degree (the same limits)
+
+def test_ed_degree_timeout_bounds_every_phase():
+    """Two layers 2,2,2: before, the minor combination (an 8 x 8 determinant of polynomials)
+    ran past a 60 s limit with --timeout 5. Now `stopped`, exit 1, within the timeout and a
+    margin, under a memory budget large enough that only the deadline can stop it."""
+    out, wall = _run(["ed-degree", "--widths", "2,2,2", "--keys", "1,1", "--tokens", "2",
+                      "--timeout", "3", "--max-memory", "1000T", "--json"])
+    assert out.returncode == 1, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "stopped" and result["ed_degree"] is None
+    assert wall < 3 + MARGIN
+
+
+def test_ed_degree_memory_refusal_is_one_line_before_any_work(capsys):
+    """The symbolic map of 2,2,2,2 cannot fit: one line naming options ed-degree has, no
+    progress line, exit 2 (before, the span phase ran for 38 s first)."""
+    code = main(["ed-degree", "--widths", "2,2,2,2", "--keys", "1,1,1", "--tokens", "2",
+                 "--timeout", "5"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--max-memory" in err and "--method" not in err

@@ -119,3 +119,26 @@ def test_cli_ed_degree_prints_metric_and_refuses_softmax(capsys):
     captured = capsys.readouterr()
     assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
     assert "not algebraic" in captured.err
+
+
+def test_minor_combination_is_bounded_by_the_memory_budget():
+    """The Bareiss products are bounded before each starts (terms s s' of a product, and the
+    dense count): under a 1 GB budget the 8 x 8 minor combination of 2,2,2 stops, naming the
+    budget, instead of allocating; no ED degree is claimed."""
+    from neuromanifold.degrees.ed import ed_degree
+
+    result = ed_degree(Architecture((2, 2, 2), (1, 1), 2), timeout=120, repeats=1,
+                       max_memory="1G")
+    assert result.ed_degree is None and result.status == "stopped"
+    assert "memory budget" in result.runs[0].critical_count.reason
+
+
+def test_image_ed_degree_checks_primes_before_flint():
+    """A composite modulus aborts the interpreter inside flint: refused first, as image_degree."""
+    from neuromanifold.degrees.ed import image_ed_degree
+    from neuromanifold.errors import InputError
+
+    with pytest.raises(InputError, match="primes"):
+        image_ed_degree(lambda w: [w[0] * w[1], w[0]], 2, primes=(4,))
+    with pytest.raises(InputError, match="dimension"):
+        image_ed_degree(lambda w: [w[0] * w[1], w[0]], 2, dimension=5)

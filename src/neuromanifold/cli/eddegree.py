@@ -7,7 +7,11 @@ from typing import Optional
 import typer
 
 from ..core.checks import bad_value, check_seed
+from .degree import MAX_MEMORY_HELP, TIMEOUT_GRACE
 from .common import (
+    TimeLimitReached,
+    print_stopped,
+    time_limit,
     EXIT_AMBIGUOUS,
     build_block_architecture,
     print_json,
@@ -40,8 +44,10 @@ def ed_degree_command(
                                          "evaluation is injective on the span)."),
     weights: str = typer.Option("standard", help="Metric on the outputs: standard, generic (random "
                                 "diagonal) or comma-separated nonzero integer weights lambda_i."),
-    timeout: float = typer.Option(600.0, help="Seconds for all the solves together; past it the "
-                                  "result is stopped, never guessed."),
+    timeout: float = typer.Option(600.0, help="Seconds for the whole run (every phase: dimension, "
+                                  "span, inputs, minors and solves); past it the result is "
+                                  "stopped, never guessed."),
+    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
     repeats: int = typer.Option(2, help="Independent runs per prime (two primes near 2^30)."),
     seed: int = typer.Option(0, help="Random seed for the gauge points, data, weights and inputs."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -56,9 +62,18 @@ def ed_degree_command(
     arch = build_block_architecture(widths, keys, tokens, attention, heads=heads, values=values,
                                     residual=residual, mlp=mlp, activation=activation, norm=norm)
     from ..degrees.ed import ed_degree  # noqa: PLC0415  (flint and torch only when computing)
+    from ..degrees.engine import check_timeout  # noqa: PLC0415
 
-    result = ed_degree(arch, n_inputs=inputs, weights=metric, seed=seed, timeout=timeout,
-                       repeats=repeats, progress=stderr_progress("ed-degree"))
+    timeout = check_timeout(timeout)
+    try:   # the engine polls its deadline; the signal ends a C call it cannot poll
+        with time_limit(timeout + TIMEOUT_GRACE):
+            result = ed_degree(arch, n_inputs=inputs, weights=metric, seed=seed, timeout=timeout,
+                               repeats=repeats, progress=stderr_progress("ed-degree"),
+                               max_memory=max_memory)
+    except TimeLimitReached:
+        print_stopped("ed-degree", timeout, as_json, arch.to_dict(), "an ED degree was found",
+                      ("ed_degree",))
+        raise typer.Exit(EXIT_AMBIGUOUS) from None
     if as_json:
         print_json({"architecture": arch.to_dict(), **result.to_dict()})
     else:

@@ -173,6 +173,9 @@ def _term_bytes(n_vars: int, degree: int) -> int:
     return _COEFFICIENT_BYTES + 8 * math.ceil(n_vars * bits / 64)
 
 
+term_bytes = _term_bytes   # public: the ED degree's minor combination is bounded with it
+
+
 def coefficient_count_bound(arch: Architecture) -> int:
     """Upper bound on the coefficients of phi in the input monomials (the columns of the span)."""
     return sum(term_bounds(arch, "inputs"))

@@ -25,6 +25,7 @@ two primes agrees, `stopped` when a solve ran out of time, `ambiguous` otherwise
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ from .engine import (
     PRIMES,
     STOPPED,
     as_polys,
+    check_polynomial_map,
+    check_primes,
     check_timeout,
     count_text,
     failure_reason,
@@ -46,6 +49,8 @@ from .engine import (
     gauge_point,
     poly_ring,
 )
+from ..dimension.memory import available_memory, format_bytes, resolve_budget
+from .budget import Deadline, DegreeStopped, term_bytes
 from .msolve import SolveCount, count_solutions
 
 STANDARD = "standard"
@@ -157,10 +162,27 @@ def metric_text(weights: str | tuple[int, ...], n_outputs: int) -> str:
             f"coordinates, lambda = ({shown})")
 
 
-def _determinant(matrix: list[list]) -> object:
-    """det of a square matrix of nmod_mpoly (Bareiss' fraction-free elimination, exact)."""
+def _product_terms(a, b, n_vars: int) -> int:
+    """At most this many terms in a b: s s' for s and s' terms, and at most the monomials of
+    degree <= deg a + deg b in the n_vars variables."""
+    if a.is_zero() or b.is_zero():
+        return 0
+    degree = a.total_degree() + b.total_degree()
+    return min(len(a) * len(b), math.comb(degree + n_vars, n_vars))
+
+
+def _determinant(matrix: list[list], deadline: Deadline | None = None,
+                 budget: int | None = None, term_bytes: int = 64) -> object:
+    """det of a square matrix of nmod_mpoly (Bareiss' fraction-free elimination, exact).
+
+    Each entry's update is one product of polynomials in C, which no signal interrupts; before
+    it, the deadline is polled and the memory it can take is bounded: the product of two
+    polynomials of s and s' terms has at most s s' terms, so the entries held plus the update's
+    bound, `term_bytes` a term, must stay within `budget` bytes. Past either, DegreeStopped
+    (the run is `stopped`, never guessed)."""
     A = [list(row) for row in matrix]
     n = len(A)
+    held = sum(len(entry) for row in A for entry in row)
     sign, previous = 1, None
     for k in range(n - 1):
         if A[k][k].is_zero():
@@ -171,8 +193,19 @@ def _determinant(matrix: list[list]) -> object:
             sign = -sign
         for i in range(k + 1, n):
             for j in range(k + 1, n):
+                phase = f"the minor combination (Bareiss step {k + 1} of {n - 1})"
+                if deadline is not None:
+                    deadline.check(phase)
+                bound = _product_terms(A[i][j], A[k][k], n) + _product_terms(A[i][k], A[k][j], n)
+                if budget is not None and (held + 2 * bound) * term_bytes > budget:
+                    raise DegreeStopped(f"{phase}: its next product may hold up to {bound} terms "
+                                        f"({format_bytes((held + 2 * bound) * term_bytes)} with "
+                                        f"the entries held), over the memory budget of "
+                                        f"{format_bytes(budget)}")
                 value = A[i][j] * A[k][k] - A[i][k] * A[k][j]
-                A[i][j] = value if previous is None else value / previous
+                value = value if previous is None else value / previous
+                held += len(value) - len(A[i][j])
+                A[i][j] = value
         previous = A[k][k]
     return A[n - 1][n - 1] * sign
 
@@ -189,10 +222,11 @@ def _square_free(poly) -> object:
 
 
 def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run: int,
-            deadline: float, say: Callable[[str], None]) -> EDRun:
-    """Gauge point, data u, weights, minor combination and fiber point from their own stream."""
+            deadline: Deadline, say: Callable[[str], None], budget: int | None = None) -> EDRun:
+    """Gauge point, data u, weights, minor combination and fiber point from their own stream;
+    the deadline is polled between the steps (DegreeStopped) and bounds each msolve call."""
     rng = random.Random(purpose_seed(seed, f"ed-degree-run-{p}-{run}"))
-    free, w0 = gauge_point(F, n, p, rng)
+    free, w0 = gauge_point(F, n, p, rng, deadline)
     if len(free) != dimension:
         return EDRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                      f"Jacobian rank {len(free)} mod p at the gauge point, not {dimension}")
@@ -207,9 +241,11 @@ def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run
     lam = ([1] * M if weights == STANDARD else [rng.randrange(1, p) for _ in range(M)]
            if weights == GENERIC else [int(v) % p for v in weights])
     u = [rng.randrange(p) for _ in range(M)]
+    deadline.check("the gauge-fixed map")
     J = [[g.derivative(j) for j in range(r)] for g in G]
     critical = []
     for j in range(r):
+        deadline.check(f"the critical equations ({j + 1} of {r})")
         f = ctx.from_dict({})
         for i in range(M):
             if lam[i] and not J[i][j].is_zero():
@@ -226,21 +262,25 @@ def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run
                     entry = entry + R[a][i] * J[i][j]
             row.append(entry)
         RJ.append(row)
-    m = _square_free(_determinant(RJ))
+    top = 2 * r * max((g.total_degree() for g in G), default=1)   # Bareiss' products' degrees
+    m = _determinant(RJ, deadline, budget, term_bytes(r + 1, max(top, 1)))
+    deadline.check("the minor combination's square-free part")
+    m = _square_free(m)
     if m.is_zero():
         return EDRun(p, run, SolveCount("not run", None, None, 0.0), None, None,
                      "the combination of maximal minors vanishes identically")
     critical.append(1 - gens[r] * m)
     say(f"p = {p}, run {run}: solving the critical equations ({r + 1} equations in {r + 1} "
         f"unknowns, minor combination of degree {m.total_degree()})")
-    crit = count_solutions(critical, ctx.names(), p, deadline - time.perf_counter())
+    crit = count_solutions(critical, ctx.names(), p, max(deadline.left(), 1e-3))
     if crit.status != "finite" or not crit.radical:
         return EDRun(p, run, crit, None, None, failure_reason(crit, "critical"))
+    deadline.check("the fiber system")
     fctx, Gf = gauge_fixed_map(F, free, w0, p)
     w1 = [rng.randrange(1, p) for _ in range(r)]
     fiber_polys = [g - fctx.from_dict({(0,) * r: int(g(*w1))}) for g in Gf]
     say(f"p = {p}, run {run}: solving the fiber ({M} equations in {r} unknowns)")
-    fib = count_solutions(fiber_polys, fctx.names(), p, deadline - time.perf_counter())
+    fib = count_solutions(fiber_polys, fctx.names(), p, max(deadline.left(), 1e-3))
     if fib.status != "finite" or not fib.radical:
         return EDRun(p, run, crit, fib, None, failure_reason(fib, "fiber"))
     e = fib.n_distinct
@@ -252,7 +292,9 @@ def _ed_run(F: Callable, n: int, dimension: int, weights, p: int, seed: int, run
 def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | None = None, *,
                     weights: object = STANDARD, seed: int = 0, timeout: float = DEFAULT_TIMEOUT,
                     repeats: int = 2, primes: Sequence[int] = PRIMES, label: str = "",
-                    progress: Callable[[str], None] | None = None) -> EDDegreeResult:
+                    progress: Callable[[str], None] | None = None,
+                    deadline: Deadline | None = None,
+                    max_memory: object | None = None) -> EDDegreeResult:
     """The ED degree of the closure of the image of the polynomial map F: K^n -> K^M.
 
     Math: the number of critical points of w -> sum_i lambda_i (G_i(w) - u_i)^2 on the
@@ -269,6 +311,11 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
         seed: seeds every random choice (gauge point, data, weights, minors, fiber point).
         timeout: seconds for all the solves together; a solve past it gives `stopped`.
         repeats: independent runs per prime.
+        primes: primes 3 <= p < 2^30 (msolve's range; checked before flint sees them).
+        deadline: a `budget.Deadline` shared with earlier phases (replaces `timeout`'s own),
+            polled between the steps of every run and bounding each msolve call.
+        max_memory: the memory budget (default 80% of the available memory) the minor
+            combination's products are bounded against before each starts (`stopped` past it).
 
     Example:
         >>> def F(w):  # 2 x 2 rank-1 matrices: ED degree 2 (Eckart-Young), 6 for a generic metric
@@ -280,23 +327,41 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
     n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
     timeout = check_timeout(timeout)
-    if not primes:
-        raise bad_value("primes", "at least one prime below 2^30", primes,
-                        "Pass e.g. primes=(1073741789,).")
-    M = len(F([0] * n_params))
+    primes = check_primes(primes)
+    if dimension is not None:
+        dimension = check_int("dimension", dimension, minimum=1,
+                              fix="Pass dim V, or leave it out to read it off the Jacobian.")
+        if dimension > n_params:
+            raise bad_value("dimension", f"at most n_params = {n_params}", dimension,
+                            "Pass dim V, or leave it out to read it off the Jacobian.")
+    M = check_polynomial_map(F, n_params)
     weights = check_weights(weights, M)
+    budget = resolve_budget(max_memory, available_memory())
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
-    deadline = start + timeout
+    deadline = deadline if deadline is not None else Deadline.after(timeout)
     notes = []
     if dimension is None:
-        free, _ = gauge_point(F, n_params, primes[0], random.Random(purpose_seed(seed, "degree-dimension")))
+        try:
+            free, _ = gauge_point(F, n_params, primes[0],
+                                  random.Random(purpose_seed(seed, "degree-dimension")), deadline)
+        except DegreeStopped as stop:
+            return EDDegreeResult(None, STOPPED, metric_text(weights, M), 0, n_params, M, [],
+                                  time.perf_counter() - start,
+                                  [f"the time limit passed during {stop.phase}: no ED degree is "
+                                   "claimed (raise --timeout)"], label, seed)
         dimension = len(free)
         notes.append(f"dimension {dimension} from the Jacobian rank mod p at one random point")
     runs: list[EDRun] = []
     for p in primes:
         for k in range(repeats):
-            run = _ed_run(F, n_params, dimension, weights, p, seed, k, deadline, say)
+            try:
+                run = _ed_run(F, n_params, dimension, weights, p, seed, k, deadline, say, budget)
+            except DegreeStopped as stop:
+                why = (stop.phase if "memory budget" in stop.phase
+                       else f"the time limit passed during {stop.phase}")
+                run = EDRun(p, k, SolveCount("stopped", None, None, 0.0, why),
+                            None, None, "stopped before the solves")
             runs.append(run)
             if run.ed_degree is None:
                 break
@@ -308,8 +373,8 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
     values = {r.ed_degree for r in runs}
     if stopped:
         status, ed = STOPPED, None
-        notes.append("a solve did not finish within the time limit or memory: no ED degree is "
-                     "claimed (raise --timeout)")
+        notes.append("a step did not finish within the time limit or the memory budget: no ED "
+                     "degree is claimed (raise --timeout or --max-memory)")
     elif None in values or len(values) != 1:
         status, ed = AMBIGUOUS, None
         notes.append("the runs disagree or a check failed: no ED degree is claimed (try another --seed)")
@@ -326,7 +391,8 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
 
 def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, seed: int = 0,
               timeout: float = DEFAULT_TIMEOUT, repeats: int = 2,
-              progress: Callable[[str], None] | None = None) -> EDDegreeResult:
+              progress: Callable[[str], None] | None = None,
+              max_memory: object | None = None) -> EDDegreeResult:
     """The ED degree of a polynomial network's neurovariety under evaluation at N generic inputs.
 
     Math: V_N = {(phi_W(X_1), ..., phi_W(X_N))} closed, in K^{N d_l t} with the metric
@@ -338,9 +404,15 @@ def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, 
     is injective on the span of the neurovariety (so V_N is isomorphic to V; the ED degree
     depends on N and on the metric, both printed).
 
+    Limits, as `degree` (docs/degree.md, "Limits"): `timeout` bounds the whole run, every phase
+    (dimension, span, inputs, the symbolic map, the gauge, the minors and the solves; past it
+    the result is `stopped`), and the memory of each phase is estimated from the architecture
+    and checked against `max_memory` (default 80% of the available memory) before it starts.
+
     Raises:
         ValueError: a network that is not polynomial (softmax, relu/gelu/tanh, a norm), or
             `n_inputs` below the least injective N.
+        ResourceError: a phase's estimated peak exceeds the memory budget.
 
     Example:
         >>> from neuromanifold import Architecture
@@ -351,7 +423,8 @@ def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, 
     from ..dimension.api import neuromanifold_dim  # noqa: PLC0415
     from ..dimension.fp import rank_mod_p  # noqa: PLC0415
     from ..errors import ComputationError  # noqa: PLC0415
-    from .network import evaluation_inputs, span_dimension  # noqa: PLC0415
+    from .budget import check_phase, gauge_estimate  # noqa: PLC0415
+    from .network import unsettled_note, degree_estimates, evaluation_inputs, span_basis  # noqa: PLC0415
     from .polymap import check_polynomial, network_map, object_array  # noqa: PLC0415
 
     check_polynomial(arch)
@@ -360,39 +433,69 @@ def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, 
     repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
     if n_inputs is not None:
         n_inputs = check_int("n_inputs", n_inputs, minimum=1, fix="Pass --inputs 1 or more.")
+    if not isinstance(weights, str) and hasattr(weights, "__len__"):
+        # the entries now; their number (N d_l t) once N is known, in image_ed_degree
+        check_weights(weights, len(weights))
+    else:
+        weights = check_weights(weights, 1)
+    degree_estimates(arch, max_memory)          # every phase known up front, before any line
     say = progress or (lambda _msg: None)
-    say("dimension by the exact engine")
-    dim_result = neuromanifold_dim(arch, method="certified", seed=seed)
-    r = dim_result.dimension
-    say("span of the neurovariety (coefficients over F_p)")
-    spans = [(p,) + span_dimension(arch, p, seed) for p in PRIMES]
-    span_dim = spans[0][1]
-    if any(s != span_dim for _, s, _ in spans):
-        raise ComputationError(f"the span of the neurovariety has dimensions "
-                               f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
-                               "rerun with another --seed.")
-    inputs, N = evaluation_inputs(arch, spans, seed)
-    if n_inputs is not None and n_inputs != N:
-        if n_inputs < N:
-            raise bad_value("n_inputs", f"at least {N} for this network (the least number of "
-                            "inputs whose evaluation is injective on the span of the neurovariety)",
-                            n_inputs, f"Pass --inputs {N} or more.")
-        rng = random.Random(purpose_seed(seed, f"ed-degree-inputs-{n_inputs}"))
-        count = n_inputs * arch.widths[0] * arch.tokens
-        inputs = object_array((n_inputs, arch.widths[0], arch.tokens),
-                              [rng.randrange(min(PRIMES)) for _ in range(count)])
-        F = network_map(arch, inputs)
-        import numpy as np  # noqa: PLC0415
+    start = time.perf_counter()
+    deadline = Deadline.after(timeout)
 
-        if any(rank_mod_p(np.array([[int(v) % p for v in F(w)] for w in samples], dtype=np.int64), p)
-               != s for p, s, samples in spans):
-            raise ComputationError(f"evaluation at {n_inputs} random inputs is not injective on the "
-                                   "span; rerun with another --seed")
-        N = n_inputs
+    def stopped(why: str, dimension: int = 0) -> EDDegreeResult:
+        metric = weights if isinstance(weights, str) else f"weighted, lambda = {tuple(weights)}"
+        return EDDegreeResult(None, STOPPED, metric, dimension, arch.n_params, 0, [],
+                              time.perf_counter() - start, [why], str(arch), seed)
+
+    r = 0
+    try:
+        dim_result = neuromanifold_dim(arch, method="certified", seed=seed, max_memory=max_memory)
+        r = dim_result.dimension
+        check_phase(gauge_estimate(arch, math.ceil(r / (arch.widths[-1] * arch.tokens))),
+                    max_memory)
+        say(f"dimension {r} by the exact engine")
+        deadline.check("the dimension by the exact engine")
+        say("span of the neurovariety (coefficients over F_p)")
+        spans = []
+        for p in PRIMES:
+            span = span_basis(arch, p, seed, deadline, say)
+            if not span.complete:
+                return stopped(unsettled_note(span).replace("no degree", "no ED degree"), r)
+            spans.append((p, span.dimension, span.samples))
+        span_dim = spans[0][1]
+        if any(s != span_dim for _, s, _ in spans):
+            raise ComputationError(f"the span of the neurovariety has dimensions "
+                                   f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
+                                   "rerun with another --seed.")
+        inputs, N = evaluation_inputs(arch, spans, seed, deadline=deadline, say=say)
+        if n_inputs is not None and n_inputs != N:
+            if n_inputs < N:
+                raise bad_value("n_inputs", f"at least {N} for this network (the least number of "
+                                "inputs whose evaluation is injective on the span of the "
+                                "neurovariety)", n_inputs, f"Pass --inputs {N} or more.")
+            check_phase(gauge_estimate(arch, n_inputs), max_memory)
+            rng = random.Random(purpose_seed(seed, f"ed-degree-inputs-{n_inputs}"))
+            count = n_inputs * arch.widths[0] * arch.tokens
+            inputs = object_array((n_inputs, arch.widths[0], arch.tokens),
+                                  [rng.randrange(min(PRIMES)) for _ in range(count)])
+            F = network_map(arch, inputs, poll=lambda: deadline.check("the inputs' injectivity"))
+            import numpy as np  # noqa: PLC0415
+
+            if any(rank_mod_p(np.array([[int(v) % p for v in F(w)] for w in samples],
+                                       dtype=np.int64), p) != s for p, s, samples in spans):
+                raise ComputationError(f"evaluation at {n_inputs} random inputs is not injective "
+                                       "on the span; rerun with another --seed")
+            N = n_inputs
+    except DegreeStopped as stop:
+        return stopped(f"the --timeout of {timeout:g} s passed during {stop.phase}: no ED degree "
+                       "is claimed (raise --timeout)", r)
     say(f"{N} input sequences; evaluation injective on the span (rank {span_dim})")
-    result = image_ed_degree(network_map(arch, inputs), arch.n_params, r, weights=weights,
-                             seed=seed, timeout=timeout, repeats=repeats, progress=say,
-                             label=str(arch))
+    check_phase(gauge_estimate(arch, N), max_memory)     # N is known now
+    F = network_map(arch, inputs, poll=lambda: deadline.check("the symbolic map of the gauge"))
+    result = image_ed_degree(F, arch.n_params, r, weights=weights, seed=seed,
+                             timeout=max(deadline.left(), 1e-3), repeats=repeats, progress=say,
+                             label=str(arch), deadline=deadline, max_memory=max_memory)
     result.notes[:0] = [
         f"dimension {r} from the exact engine ({dim_result.status}, p = {dim_result.prime})",
         f"the variety: the neurovariety evaluated at N = {N} random input sequences (random over "

@@ -157,11 +157,12 @@ def span_dimension(arch: Architecture, p: int, seed: int, deadline: Deadline | N
     (`span_basis`); a span still growing at the sample cap is a ComputationError."""
     span = span_basis(arch, p, seed, deadline, say)
     if not span.complete:
-        raise ComputationError(_unsettled(span))
+        raise ComputationError(unsettled_note(span))
     return span.dimension, span.samples
 
 
-def _unsettled(span: Span) -> str:
+def unsettled_note(span: Span) -> str:
+    """Why no degree is claimed when the span is still growing at the cap (`span_basis`)."""
     return (f"the span of the neurovariety is still growing after {span.dimension} independent "
             f"random networks (the cap): its dimension is only bounded below, so no degree is "
             "claimed; use a smaller network")
@@ -294,7 +295,7 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
             span = span_basis(arch, p, seed, deadline, say)
             if not span.complete:
                 return _stopped(arch, "", timeout, time.perf_counter() - start, seed, r, notes,
-                                _unsettled(span))
+                                unsettled_note(span))
             spans.append((p, span.dimension, span.samples))
         span_dim = spans[0][1]
         if any(s != span_dim for _, s, _ in spans):
