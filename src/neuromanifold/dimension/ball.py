@@ -163,6 +163,7 @@ class BallRank:
     determinant: str     # the ball of the block determinant
     seconds: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    engine: str = "ball"  # "ball" (arb determinant) or "verified" (float64, `verified`)
 
 
 class UndecidedBall(ArithmeticError):
@@ -237,6 +238,19 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
     seconds["float selection"] = time.perf_counter() - t0
     if slow:
         say(f"float selection: block chosen ({seconds['float selection']:.1f} s)")
+    verified = getattr(evaluate, "verified", None)
+    first_notes = []
+    if verified is not None:     # the float64 proof first; the balls where floats cannot separate
+        proof = _verified_attempt(verified, rows, cols, target, seconds, say)
+        if proof is not None and proof[0]:
+            return BallRank(target, target, 53, f"||I - X M||_inf <= {proof[1]:.3g}", seconds,
+                            [f"rank >= {target} proved by the verified float64 arithmetic "
+                             f"(an approximate inverse X of the {target} x {target} block's "
+                             f"midpoint: ||I - X M||_inf <= {proof[1]:.3g} < 1 for every M in "
+                             "its enclosure; docs/verified.md)"], engine="verified")
+        first_notes.append("the verified float64 arithmetic did not separate the block "
+                           f"({'undecided' if proof is None else f'bound {proof[1]:.3g} >= 1'}); "
+                           "the ball engine decides")
 
     def attempt(rows: list[int], cols: list[int]):
         bits, det, undecided = precision, None, None
@@ -286,12 +300,35 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
                              f"to {MAX_PRECISION} bits; a block chosen by column pivoting proved it")
     if undecided is not None:
         return BallRank(0, target, bits, "undecided", seconds,
-                        [f"{undecided} at {bits} bits: nothing proved at this point"])
+                        first_notes + [f"{undecided} at {bits} bits: nothing proved at this point"])
     proved = target if not det.contains(0) else 0
     if not proved:
         notes.append(f"the {target} x {target} block's determinant ball contains 0 at "
                      f"{bits} bits: nothing proved at this point")
-    return BallRank(proved, target, bits, det.str(5, radius=True), seconds, notes)
+    return BallRank(proved, target, bits, det.str(5, radius=True), seconds, first_notes + notes)
+
+
+def _verified_attempt(verified, rows: list[int], cols: list[int], target: int, seconds: dict,
+                      say: Progress) -> tuple[bool, float] | None:
+    """(proved, bound) of the verified float64 certificate on one block, or None when its
+    enclosure could not be formed (`UndecidedBall`); its times go to `seconds`."""
+    from .verified import verified_nonsingular  # noqa: PLC0415
+
+    t1 = time.perf_counter()
+    try:
+        block = verified(rows, cols)
+    except UndecidedBall as exc:
+        seconds["verified jacobian"] = seconds.get("verified jacobian", 0.0) + time.perf_counter() - t1
+        say(f"{target} x {target} block in verified float64: {exc}")
+        return None
+    t2 = time.perf_counter()
+    proved, bound = verified_nonsingular(block)
+    t3 = time.perf_counter()
+    seconds["verified jacobian"] = seconds.get("verified jacobian", 0.0) + t2 - t1
+    seconds["verified certificate"] = seconds.get("verified certificate", 0.0) + t3 - t2
+    say(f"{target} x {target} block in verified float64: ||I - X M||_inf <= {bound:.3g} "
+        f"({'proved' if proved else 'not separated'}, {t3 - t1:.1f} s)")
+    return proved, bound
 
 
 # Relative singular-value levels whose counts are tried, largest first, when the upper bound is
@@ -373,16 +410,20 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
     certified = lower == upper
     notes = notes + ball.notes
     if certified:
-        notes.append(f"certified: a {lower} x {lower} Jacobian block at a rational point has "
-                     f"determinant {ball.determinant} (ball arithmetic, {ball.precision} bits), "
+        how = (f"is nonsingular: {ball.determinant} (verified float64 arithmetic)"
+               if ball.engine == "verified" else
+               f"has determinant {ball.determinant} (ball arithmetic, {ball.precision} bits)")
+        notes.append(f"certified: a {lower} x {lower} Jacobian block at a rational point {how}, "
                      f"so dim >= {lower}; n_params - rank_p(kernel directions) = {upper}: "
                      "a proof, no probability involved")
     else:
         notes.append(f"bounds do not meet: {lower} <= dim M <= {upper}")
     seconds = {"upper bound": t_upper, "float jacobian": t_float, **ball.seconds,
                "total": time.perf_counter() - t_start}
+    engine = ("lower bound proved by the verified float64 arithmetic" if ball.engine == "verified"
+              else f"ball precision {ball.precision} bits")
     return DimensionResult(
         architecture=arch.to_dict(), n_params=arch.n_params, dimension=lower,
         method="certified", status="certified" if certified else "lower-bound",
         lower_bound=lower, upper_bound=upper, n_samples=n, seed=seed, prime=prime,
-        seconds=seconds, notes=notes + [f"ball precision {ball.precision} bits"], **fields)
+        seconds=seconds, notes=notes + [engine], **fields)

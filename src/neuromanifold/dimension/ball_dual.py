@@ -377,7 +377,21 @@ def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
                          "n_params")
     params = flatten_blocks(arch, blocks)
     return (blocks, upper, notes, lambda X: jacobian(arch, params, X),
-            lambda X: (lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols)))
+            lambda X: block_evaluator(arch, blocks, X))
+
+
+def block_evaluator(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
+                    progress: Progress | None = None):
+    """rows, cols -> J[rows, cols] in arb balls (`ball_block_jacobian`), carrying as
+    `.verified` the same block enclosed in verified float64 (`verified.verified_block_jacobian`),
+    which `ball.prove_rank` tries first."""
+    from .verified import verified_block_jacobian  # noqa: PLC0415
+
+    def evaluate(rows, cols):
+        return ball_block_jacobian(arch, blocks, X, rows, cols, progress)
+
+    evaluate.verified = lambda rows, cols: verified_block_jacobian(arch, blocks, X, rows, cols)
+    return evaluate
 
 
 def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
@@ -412,7 +426,7 @@ def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = No
         if not checked:
             _check_kernel(arch, blocks, J)
             checked.append(True)
-        return J, lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols, progress)
+        return J, block_evaluator(arch, blocks, X, progress)
 
     return certify_rank(arch, upper_bound, point, seed=seed, samples=samples,
                         precision=precision, prime=prime, progress=progress, **fields)

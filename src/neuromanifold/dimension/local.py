@@ -438,12 +438,12 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
     # 3. the certified lower bound
     lower = None
     if prove:
-        from .ball_dual import ball_block_jacobian  # noqa: PLC0415
+        from .ball_dual import block_evaluator  # noqa: PLC0415
 
         t0 = time.perf_counter()
         say(f"float64 rank {nr.rank} (gap {nr.gap:.1f} decades); proving the lower bound")
         J = spec.dense
-        evaluate = (lambda rows, cols: ball_block_jacobian(arch, blocks, X, rows, cols))
+        evaluate = block_evaluator(arch, blocks, X)
         # a clear gap: prove the float rank; none: try the upper bound first (a float rank
         # below the truth is what an unclear gap can hide), then the float rank
         target = min(upper, nr.rank) if nr.is_settled(MIN_GAP_DECADES) and nr.rank else upper

@@ -1,0 +1,224 @@
+"""The verified float64 arithmetic (dimension/verified.py, docs/verified.md): its enclosures
+contain the ball engine's values and tangents on networks of every kind, each primitive's error
+term is needed (tight cases that fail when a term is halved or left out), the certificate
+refuses singular and nearly singular minors, and the certified engine gives the same values
+with it as with the ball engine alone."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import flint
+import numpy as np
+import pytest
+import torch
+
+from neuromanifold import Architecture
+from neuromanifold.dimension import ball_dual, verified
+from neuromanifold.dimension.ball import UndecidedBall
+from neuromanifold.dimension.ball_dual import ball_block_forward, certified_dim, rational_point
+from neuromanifold.dimension.verified import (Interval, exact, verified_block_forward,
+                                              verified_nonsingular)
+
+S = "softmax"
+# Networks of every kind the map has (distinct sizes where the options allow).
+NETWORKS = [
+    Architecture((3, 3, 3), (2, 2), 3, S),
+    Architecture((3, 2), (2,), 3),
+    Architecture((2, 3, 2), (1, 2), 2),
+    Architecture((4, 3), (2,), 3, S, 0.7),
+    Architecture((3, 4, 2), (2, 3), 3, S, heads=(2, 3), values=(2, 1)),
+    Architecture((3, 3, 3), (2, 2), 3, S, heads=(2, 2), residual=True, mlp=(4, 2), activation="relu"),
+    Architecture((3, 3, 3), (2, 2), 3, S, heads=(2, 2), residual=True, mlp=(4, 2), activation="gelu"),
+    Architecture((3, 3, 3), (2, 2), 3, S, heads=(1, 2), residual=True, mlp=(2, 3),
+                 activation="tanh", norm="layernorm"),
+    Architecture((4, 4), (2,), 3, S, heads=(2,), mlp=(3,), activation="relu", norm="layernorm"),
+    Architecture((4, 4), (2,), 3, S, 0.7, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                 norm="rmsnorm"),
+    Architecture((4, 5, 3), (2, 3), 3, S, heads=(2, 1), mlp=(2, 0), activation="tanh", norm="rmsnorm"),
+    Architecture((3, 4), (2,), 1, S, heads=(2,), mlp=(2,), activation="relu"),
+    Architecture((3, 4), (2,), 2, heads=(2,), values=(3,), mlp=(5,), activation="tanh"),
+    Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(5,), activation="silu",
+                 norm="rmsnorm", causal=True),
+    Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="gelu_tanh",
+                 norm="layernorm", norm_bias=True, bias=True, mlp_bias=True),
+    Architecture((4, 4, 4), (2, 2), 3, S, heads=(2, 2), residual=True, mlp=(3, 3),
+                 activation="tanh", norm="layernorm", positions="rope"),
+    Architecture((4, 4), (4,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="silu",
+                 norm="rmsnorm", positions="rope", rope_base=10000.0),
+    Architecture((4, 4), (2,), 3, S, heads=(4,), kv_heads=(2,), values=(2,), residual=True,
+                 mlp=(3,), activation="silu", mlp_kind="gated", norm="rmsnorm", causal=True),
+    Architecture((4, 4), (2,), 2, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                 norm="layernorm", vocab=6, tied=True, final_norm=True, positions="learned"),
+    Architecture((4, 4), (2,), 2, S, heads=(2,), residual=True, mlp=(2,), activation="gelu",
+                 norm="rmsnorm", vocab=5, final_norm=True, qk_norm=True),
+    Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                 norm="layernorm", parallel=True, causal=True),
+    Architecture((3, 3), (2,), 3, S, heads=(2,), residual=True, mlp=(2,), activation="square"),
+    Architecture((3, 3), (2,), 3, causal=True, heads=(2,), residual=True),
+    Architecture((5, 3), (2,), 2, S, heads=(3,), values=(1,)),
+    Architecture((2, 2, 2, 2), (1, 1, 1), 3, S),
+    Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                 norm="layernorm", norm_eps=1e-12),
+    Architecture((3, 3), (2,), 3, S, 1e-3, heads=(1,)),
+    Architecture((4, 4), (2,), 2, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                 norm="layernorm", post_norm=True, vocab=5, hidden_output=True),
+    Architecture((4, 4), (2,), 2, S, heads=(2,), residual=True, mlp=(3,), activation="silu",
+                 norm="rmsnorm", vocab=6, embed_scale=2.0, mlp_kind="gated", final_norm=True),
+    Architecture((3, 5), (2,), 3, S, heads=(2,), mlp=(4,), activation="square", mlp_bias=True,
+                 bias=True),
+]
+
+
+def _ball_bounds(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.vectorize(lambda e: float(flint.arb(e).lower()) if not isinstance(e, int) else float(e))
+    hi = np.vectorize(lambda e: float(flint.arb(e).upper()) if not isinstance(e, int) else float(e))
+    return lo(array).astype(float), hi(array).astype(float)
+
+
+@pytest.mark.parametrize("arch", NETWORKS, ids=str)
+def test_enclosures_contain_the_ball_engine(arch):
+    """At the certified engine's rational point, the ball engine's values and tangents (200 bits:
+    radii near 2^-190) lie inside the verified enclosures, and the enclosures are narrow."""
+    blocks, X = rational_point(arch, 3, 3)
+    P = arch.n_params
+    cols = sorted(set(range(0, P, max(1, P // 10))) | {P - 1})
+    value, tangents = verified_block_forward(arch, blocks, X, cols)
+    old = flint.ctx.prec
+    flint.ctx.prec = 200
+    try:
+        bv, bt = ball_block_forward(arch, blocks, X, cols)
+    finally:
+        flint.ctx.prec = old
+    for enc, balls in ((value, bv), (tangents, np.asarray(bt).transpose(1, 0, 2, 3))):
+        lo, hi = _ball_bounds(balls)
+        assert enc.m.shape == lo.shape
+        assert bool((torch.from_numpy(lo) >= enc.lo()).all()), arch
+        assert bool((torch.from_numpy(hi) <= enc.hi()).all()), arch
+        scale = max(float(enc.m.abs().max()), 1e-300)
+        assert float(enc.r.max()) < 1e-6 * scale + 1e-300   # narrow enough to prove ranks
+
+
+def _as_fraction(t: torch.Tensor) -> list[Fraction]:
+    return [Fraction(float(v)) for v in t.reshape(-1)]
+
+
+def _contains(enc: Interval, exact_values: list[Fraction]) -> bool:
+    return all(Fraction(float(m)) - Fraction(float(r)) <= x <= Fraction(float(m)) + Fraction(float(r))
+               for m, r, x in zip(enc.m.reshape(-1), enc.r.reshape(-1), exact_values))
+
+
+# Tight cases: the computed result errs by close to its bound, so a halved or missing term misses.
+F64 = torch.float64
+A_SUM = torch.tensor([1.0, 1.0 + 2 ** -52], dtype=F64)
+B_SUM = torch.tensor([2.0 ** -53, 2.0 ** -53 * 3 / 4], dtype=F64)
+A_PROD = torch.tensor([1 + 3 * 2.0 ** -28], dtype=F64)
+
+
+def test_tight_cases_are_contained():
+    """1 + 2^-53 (a tie rounded away: error u |m|) and (1 + 3 2^-28)^2 (error 0.875 u): each
+    primitive's enclosure holds the exact rational value."""
+    s = verified.add(exact(A_SUM), exact(B_SUM))
+    assert _contains(s, [a + b for a, b in zip(_as_fraction(A_SUM), _as_fraction(B_SUM))])
+    p = verified.mul(exact(A_PROD), exact(A_PROD))
+    assert _contains(p, [a * a for a in _as_fraction(A_PROD)])
+    q = verified.einsum("i,i->", exact(A_PROD), exact(A_PROD))
+    assert _contains(q, [_as_fraction(A_PROD)[0] ** 2])
+
+
+@pytest.mark.parametrize("mutant", ["halved rounding", "einsum without gamma"])
+def test_mutants_of_the_error_terms_are_caught(mutant, monkeypatch):
+    """A radius shrunk by half, or the gamma_n term left out of the products: the tight cases
+    are no longer contained (so the containment test above can fail)."""
+    if mutant == "halved rounding":
+        real = verified._rounding
+        monkeypatch.setattr(verified, "_rounding", lambda m: real(m) / 2 - verified.ETA / 2)
+        s = verified.add(exact(A_SUM), exact(B_SUM))
+        assert not _contains(s, [a + b for a, b in zip(_as_fraction(A_SUM), _as_fraction(B_SUM))])
+    else:
+        monkeypatch.setattr(verified, "gamma", lambda n: 0.0)
+        q = verified.einsum("i,i->", exact(A_PROD), exact(A_PROD))
+        assert not _contains(q, [_as_fraction(A_PROD)[0] ** 2])
+
+
+def _interval(m: torch.Tensor, r: float) -> Interval:
+    return Interval(m, torch.full_like(m, r))
+
+
+def test_certificate_proves_a_well_conditioned_minor_and_refuses_singular_ones():
+    """A random 40 x 40 minor with radii 1e-14 is proved; the same with one row duplicated, or
+    with its smallest singular value (1e-12) below what radii 1e-10 can separate, is not."""
+    gen = torch.Generator().manual_seed(5)
+    M = torch.randn(40, 40, generator=gen, dtype=torch.float64)
+    proved, bound = verified_nonsingular(_interval(M, 1e-14))
+    assert proved and bound < 1e-6
+    dup = M.clone()
+    dup[7] = dup[3]
+    assert not verified_nonsingular(_interval(dup, 1e-14))[0]
+    U, _, Vh = torch.linalg.svd(M)
+    sv = torch.logspace(0, -12, 40, dtype=torch.float64)
+    near = U @ torch.diag(sv) @ Vh
+    assert not verified_nonsingular(_interval(near, 1e-10))[0]
+
+
+def test_the_radius_term_decides_the_certificate():
+    """[[1, 1], [1, 1 + 1e-3]] with radii 1e-2 contains the singular [[1, 1], [1, 1]]: refused;
+    the same midpoint with radius 0 is proved, so a certificate that left |X| rad out would
+    prove the first (that mutant fails this test)."""
+    M = torch.tensor([[1.0, 1.0], [1.0, 1.001]], dtype=torch.float64)
+    block = _interval(M, 1e-2)
+    assert not verified_nonsingular(block)[0]
+    assert verified_nonsingular(Interval(M, torch.zeros_like(M)))[0]
+
+
+@pytest.mark.parametrize("arch, truth", [
+    (Architecture((3, 3, 3), (2, 2), 3, S), 25),
+    (Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                  norm="layernorm"), None),
+    (Architecture((4, 4), (2,), 3, S, heads=(4,), kv_heads=(2,), values=(2,), residual=True,
+                  mlp=(3,), activation="silu", mlp_kind="gated", norm="rmsnorm", causal=True,
+                  positions="rope"), None),
+    (Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,), activation="gelu",
+                  norm="layernorm", norm_eps=1e-12), None),
+    (Architecture((3, 3), (2,), 3, S, 1e-6), None),
+], ids=["figure3 delta 3", "layernorm gelu", "decoder", "bert eps", "saturated softmax"])
+def test_certified_values_equal_the_ball_engines(arch, truth, monkeypatch):
+    """The certified engine with the verified certificate gives the value the ball engine alone
+    gives (or, at a saturated softmax, nothing more certain than it): never a different
+    certified value."""
+    new = certified_dim(arch, seed=0)
+
+    def ball_only(arch_, blocks, X, progress=None):
+        return lambda rows, cols: ball_dual.ball_block_jacobian(arch_, blocks, X, rows, cols, progress)
+
+    monkeypatch.setattr(ball_dual, "block_evaluator", ball_only)
+    old = certified_dim(arch, seed=0)
+    if new.status == "certified" and old.status == "certified":
+        assert new.dimension == old.dimension
+    else:
+        assert new.lower_bound <= old.upper_bound and old.lower_bound <= new.upper_bound
+    if truth is not None:
+        assert new.status == "certified" and new.dimension == truth
+        assert any("verified float64" in n for n in new.notes)
+
+
+def test_a_relu_at_zero_is_undecided():
+    """A relu input interval containing 0 has no decided derivative: UndecidedBall, as in balls."""
+    arch = Architecture((3, 4), (2,), 2, "softmax", mlp=(2,), activation="relu")
+    blocks, X = rational_point(arch, 0, 2)
+    blocks = {k: v.clone() for k, v in blocks.items()}
+    blocks["P_1"] = torch.zeros_like(blocks["P_1"])
+    with pytest.raises(UndecidedBall):
+        verified_block_forward(arch, blocks, X, [0, 1])
+
+
+@pytest.mark.parametrize("arch", [NETWORKS[0], NETWORKS[17], NETWORKS[18]], ids=str)
+def test_jacobian_block_contains_the_ball_block(arch):
+    """The block prove_rank certifies: rows (n, d_l, t) and columns as `ball_block_jacobian`."""
+    blocks, X = rational_point(arch, 1, 4)
+    per = arch.output_width * arch.tokens
+    rows = [1, per + 2, 3 * per + per - 1, 2 * per]
+    cols = [0, arch.n_params // 2, arch.n_params - 1]
+    enc = verified.verified_block_jacobian(arch, blocks, X, rows, cols)
+    lo, hi = _ball_bounds(ball_dual.ball_block_jacobian(arch, blocks, X, rows, cols))
+    assert bool((torch.from_numpy(lo) >= enc.lo()).all()) and bool((torch.from_numpy(hi) <= enc.hi()).all())
