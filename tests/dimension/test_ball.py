@@ -211,7 +211,7 @@ def test_a_singular_first_block_is_retried_by_column_pivoting(monkeypatch):
     def evaluate(rows, cols):
         return np.array([[flint.arb(float(M[r, c])) for c in cols] for r in rows], dtype=object)
 
-    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2]))
+    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2], None))
     got = ball.prove_rank(M, 3, evaluate)
     assert got.proved == 3 and "column pivoting proved it" in got.notes[0]
     low = torch.outer(M[:, 0], torch.tensor([1., 0., 1., 2.], dtype=torch.float64)) + \

@@ -604,7 +604,7 @@ def test_prove_rank_float_selection_and_pivot_fallback_report_progress(monkeypat
     def evaluate(rows, cols):
         return np.array([[flint.arb(float(M[r, c])) for c in cols] for r in rows], dtype=object)
 
-    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2]))  # singular
+    monkeypatch.setattr(ball, "_select_block", lambda J, r: ([0, 1, 2], [0, 1, 2], None))  # singular
     lines: list[str] = []
     got = ball.prove_rank(M, 3, evaluate, progress=lines.append)
     assert got.proved == 3 and got.proved == ball.prove_rank(M, 3, evaluate).proved

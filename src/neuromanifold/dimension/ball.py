@@ -136,16 +136,17 @@ def left_multiply(M: flint.arb_mat, T: np.ndarray) -> np.ndarray:
     return out.reshape(M.nrows(), r, t).transpose(1, 0, 2)
 
 
-def _select_block(J: torch.Tensor, r: int) -> tuple[list[int], list[int]]:
-    """r rows and r columns of J whose block is likely well conditioned (float64 heuristic).
+def _select_block(J: torch.Tensor, r: int) -> tuple[list[int], list[int], torch.Tensor]:
+    """r rows and r columns of J whose block is likely well conditioned (float64 heuristic),
+    and J's singular values (the caller's float-rank check reuses them).
 
     LU with partial pivoting on the leading r right (left) singular vectors picks columns (rows).
     Only a choice: the proof is the ball determinant, whatever is chosen here.
     """
-    U, _, Vh = torch.linalg.svd(J, full_matrices=False)
+    U, S, Vh = torch.linalg.svd(J, full_matrices=False)
     _, _, perm_cols = _lu_pivots(Vh[:r].T)
     _, _, perm_rows = _lu_pivots(U[:, :r])
-    return sorted(perm_rows[:r]), sorted(perm_cols[:r])
+    return sorted(perm_rows[:r]), sorted(perm_cols[:r]), S
 
 
 def _lu_pivots(A: torch.Tensor):
@@ -164,6 +165,8 @@ class BallRank:
     seconds: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     engine: str = "ball"  # "ball" (arb determinant) or "verified" (float64, `verified`)
+    # singular values of the row-scaled float Jacobian, from the block selection (None if none)
+    singular_values: torch.Tensor | None = None
 
 
 class UndecidedBall(ArithmeticError):
@@ -234,7 +237,7 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
     if slow:  # one LAPACK call: a line before and after it
         say(f"float selection of the {target} x {target} block: SVD of the {J.shape[0]} x "
             f"{J.shape[1]} Jacobian ...")
-    rows, cols = _select_block(scaled, target)
+    rows, cols, sv = _select_block(scaled, target)
     seconds["float selection"] = time.perf_counter() - t0
     if slow:
         say(f"float selection: block chosen ({seconds['float selection']:.1f} s)")
@@ -247,7 +250,8 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
                             [f"rank >= {target} proved by the verified float64 arithmetic "
                              f"(an approximate inverse X of the {target} x {target} block's "
                              f"midpoint: ||I - X M||_inf <= {proof[1]:.3g} < 1 for every M in "
-                             "its enclosure; docs/verified.md)"], engine="verified")
+                             "its enclosure; docs/verified.md)"], engine="verified",
+                            singular_values=sv)
         first_notes.append("the verified float64 arithmetic did not separate the block "
                            f"({'undecided' if proof is None else f'bound {proof[1]:.3g} >= 1'}); "
                            "the ball engine decides")
@@ -300,12 +304,21 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
                              f"to {MAX_PRECISION} bits; a block chosen by column pivoting proved it")
     if undecided is not None:
         return BallRank(0, target, bits, "undecided", seconds,
-                        first_notes + [f"{undecided} at {bits} bits: nothing proved at this point"])
+                        first_notes + [f"{undecided} at {bits} bits: nothing proved at this point"],
+                        singular_values=sv)
     proved = target if not det.contains(0) else 0
     if not proved:
         notes.append(f"the {target} x {target} block's determinant ball contains 0 at "
                      f"{bits} bits: nothing proved at this point")
-    return BallRank(proved, target, bits, det.str(5, radius=True), seconds, first_notes + notes)
+    return BallRank(proved, target, bits, det.str(5, radius=True), seconds, first_notes + notes,
+                    singular_values=sv)
+
+
+def _singular_values(ball: BallRank, J: torch.Tensor) -> torch.Tensor:
+    """The row-scaled J's singular values: the block selection's, else computed."""
+    if ball.singular_values is not None:
+        return ball.singular_values
+    return torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
 
 
 def _verified_attempt(verified, rows: list[int], cols: list[int], target: int, seconds: dict,
@@ -388,7 +401,7 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
         n = n * 2 if arch.n_sequences is None else min(2 * n, arch.n_sequences)
         say(f"not proved at rank {upper}; retrying with N = {n} samples")
     if not ball.proved:
-        sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
+        sv = _singular_values(ball, J)
         for guess in _fallback_ranks(sv, J.shape, upper):
             say(f"falling back to the float rank {guess}")
             retry = prove_rank(J, guess, evaluate, precision=precision, progress=say)
@@ -401,7 +414,7 @@ def certify_rank(arch: Architecture, upper_bound: Callable[[int], tuple[int, lis
     if lower == upper:
         # Defence in depth: a float rank clearly above the proven upper bound means a kernel
         # direction of the bound is not one (a bug), and certifying would understate dim.
-        sv = torch.linalg.svdvals(J / J.norm(dim=1, keepdim=True).clamp(min=1e-300))
+        sv = _singular_values(ball, J)
         check = numerical_rank(sv, *J.shape)
         if check.rank > upper and not check.is_ambiguous(MIN_GAP_DECADES):
             raise ComputationError(f"the float64 rank {check.rank} (gap {check.gap:.1f} decades) "
