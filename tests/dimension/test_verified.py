@@ -222,3 +222,38 @@ def test_jacobian_block_contains_the_ball_block(arch):
     enc = verified.verified_block_jacobian(arch, blocks, X, rows, cols)
     lo, hi = _ball_bounds(ball_dual.ball_block_jacobian(arch, blocks, X, rows, cols))
     assert bool((torch.from_numpy(lo) >= enc.lo()).all()) and bool((torch.from_numpy(hi) <= enc.hi()).all())
+
+
+@pytest.mark.parametrize("arch", [NETWORKS[0], NETWORKS[7], NETWORKS[17]], ids=str)
+def test_projected_matrix_contains_the_ball_product(arch):
+    """W J V along dense directions V (the float SVD's, in the certificate): its enclosure
+    contains W (J in balls) V computed in arb from the full ball Jacobian."""
+    blocks, X = rational_point(arch, 2, 3)
+    per = arch.output_width * arch.tokens
+    m, P = 3 * per, arch.n_params
+    gen = torch.Generator().manual_seed(1)
+    W = torch.randn(4, m, generator=gen, dtype=torch.float64)
+    V = torch.randn(P, 3, generator=gen, dtype=torch.float64)
+    enc = verified.verified_projected_block(arch, blocks, X, W, V)
+    old = flint.ctx.prec
+    flint.ctx.prec = 200
+    try:
+        J = ball_dual.ball_block_jacobian(arch, blocks, X, list(range(m)), list(range(P)))
+        prod = (flint.arb_mat(W.tolist()) * flint.arb_mat(J.tolist()) * flint.arb_mat(V.tolist()))
+    finally:
+        flint.ctx.prec = old
+    lo, hi = _ball_bounds(np.array(prod.entries(), dtype=object).reshape(4, 3))
+    assert bool((torch.from_numpy(lo) >= enc.lo()).all()) and bool((torch.from_numpy(hi) <= enc.hi()).all())
+
+
+def test_projected_certificate_refuses_a_duplicated_direction():
+    """W J V with two equal columns of V is singular: never proved, whatever its radii."""
+    arch = NETWORKS[0]
+    blocks, X = rational_point(arch, 0, 10)
+    m = 10 * arch.output_width * arch.tokens
+    gen = torch.Generator().manual_seed(2)
+    V = torch.randn(arch.n_params, 6, generator=gen, dtype=torch.float64)
+    W = torch.randn(6, m, generator=gen, dtype=torch.float64)
+    assert verified_nonsingular(verified.verified_projected_block(arch, blocks, X, W, V))[0]
+    V[:, 5] = V[:, 2]
+    assert not verified_nonsingular(verified.verified_projected_block(arch, blocks, X, W, V))[0]

@@ -278,13 +278,22 @@ def arb_map(a: Interval, fn) -> tuple[Interval, ...]:
 # ------------------------------------------------------------------- forward mode on the map
 
 class VParam:
-    """A parameter block at the rational point (exact floats) with the chosen directions it owns:
-    (j, row, column) for each direction j that is its entry (row, column)."""
+    """A parameter block at the rational point (exact floats) with its part of the chosen
+    directions: unit directions as `seeds`, (j, row, column) for each direction j that is its
+    entry (row, column); or dense directions as `dx`, a tensor (k, rows, columns) of floats
+    (exact: the directions are float vectors, read as the rationals they store)."""
 
-    __slots__ = ("x", "seeds")
+    __slots__ = ("x", "seeds", "dx")
 
-    def __init__(self, x: torch.Tensor, seeds: list[tuple[int, int, int]]):
-        self.x, self.seeds = x, seeds
+    def __init__(self, x: torch.Tensor, seeds: list[tuple[int, int, int]],
+                 dx: torch.Tensor | None = None):
+        self.x, self.seeds, self.dx = x, seeds, dx
+
+
+def _lift(d: torch.Tensor, ndim: int) -> Interval:
+    """A block's dense directions (k, r, c) as an exact interval broadcasting against tangents
+    of `ndim` axes (k, ..., r, c)."""
+    return exact(d.reshape(d.shape[0], *([1] * (ndim - 3)), *d.shape[1:]))
 
 
 def _plus(a: Interval | None, b: Interval | None) -> Interval | None:
@@ -335,6 +344,8 @@ class VerifiedDual:
         dx = None if Z.dx is None else einsum("od,k...dt->k...ot", A, Z.dx)
         if M.seeds:
             dx = _plus(dx, self._seeded(value.shape, M.seeds, Z.x))
+        if M.dx is not None:
+            dx = _plus(dx, einsum("kod,...dt->k...ot", exact(M.dx), Z.x))
         return Dual(value, dx)
 
     def scores(self, q: Dual, k: Dual) -> Dual:
@@ -384,6 +395,12 @@ class VerifiedDual:
         dx = A.dx
         if b.seeds:
             dx = _plus(dx, self._seeded(value.shape, b.seeds, None, unit_column=b.x.shape[1] == 1))
+        if b.dx is not None:
+            lifted = _lift(b.dx, value.m.ndim + 1)
+            dx = (Interval(lifted.m.expand((self.k,) + tuple(value.shape)).clone(),
+                           torch.zeros((self.k,) + tuple(value.shape), dtype=torch.float64,
+                                       device=value.m.device))
+                  if dx is None else add(dx, lifted))
         return Dual(value, dx)
 
     def scale(self, A: Dual, c: float) -> Dual:
@@ -407,6 +424,8 @@ class VerifiedDual:
             for j, row, col in E.seeds:       # d(E^T X)[c, :] = X[r, :] for the entry (r, c)
                 dx.m[j, ..., col, :] = X.x.m[..., row, :]
                 dx.r[j, ..., col, :] = X.x.r[..., row, :]
+        if E.dx is not None:
+            dx = _plus(dx, einsum("kvd,...vt->k...dt", exact(E.dx), X.x))
         return Dual(value, dx)
 
     def rotate(self, x: Dual, pairs: int, base: float | None = None) -> Dual:
@@ -442,6 +461,8 @@ class VerifiedDual:
                 seeded.m[j, ..., row, :] = hat.m[..., row, :]
                 seeded.r[j, ..., row, :] = hat.r[..., row, :]
             dx = _plus(dx, seeded)
+        if gain.dx is not None:
+            dx = _plus(dx, mul(_lift(gain.dx, value.m.ndim + 1), hat))
         return Dual(value, dx)
 
     def activate(self, A: Dual, kind: str) -> Dual:
@@ -561,6 +582,35 @@ def verified_block_jacobian(arch: Architecture, blocks: dict[str, torch.Tensor],
     return Interval(torch.cat(mids, dim=1).cpu(), torch.cat(rads, dim=1).cpu())
 
 
+def verified_projected_block(arch: Architecture, blocks: dict[str, torch.Tensor],
+                             X: torch.Tensor, W: torch.Tensor, V: torch.Tensor) -> Interval:
+    """W J V enclosed, for float matrices W (r x N d_l t, rows ordered (n, d_l, t) as
+    `block_jacobian`) and V (n_params x k): the tangents along the dense directions V's columns
+    (in chunks of `_COLUMN_CHUNK`), then the left product by W, every step enclosed. Any float
+    W and V are exact rationals, so rank J >= rank (W J V) at the point."""
+    W = W.to(torch.float64)
+    out_m, out_r = [], []
+    for start in range(0, V.shape[1], _COLUMN_CHUNK):
+        D = V[:, start:start + _COLUMN_CHUNK].to(torch.float64)
+        k = D.shape[1]
+        check_float_model(X.device)
+        params = {}
+        for name, shape, offset in block_layout(arch):
+            size = shape[0] * shape[1]
+            dx = D[offset:offset + size].T.reshape(k, *shape).contiguous().to(X.device)
+            params[name] = VParam(blocks[name].to(device=X.device, dtype=torch.float64), [], dx)
+        ops = VerifiedDual(k, arch.temperature, X)
+        Z = block_forward(arch, params, Dual(exact(X.to(torch.float64)), None), arithmetic=ops)
+        T = Z.dx if Z.dx is not None else ops._zeros(Z.x.shape)
+        flat = Interval(T.m.reshape(k, -1), T.r.reshape(k, -1))
+        block = einsum("rm,km->rk", exact(W.to(X.device)), flat)
+        if not (bool(torch.isfinite(block.m).all()) and bool(torch.isfinite(block.r).all())):
+            raise UndecidedBall("an enclosure overflowed (inf or nan)")
+        out_m.append(block.m.cpu())
+        out_r.append(block.r.cpu())
+    return Interval(torch.cat(out_m, dim=1), torch.cat(out_r, dim=1))
+
+
 def verified_nonsingular(block: Interval) -> tuple[bool, float]:
     """(proved, bound): proved when ||I - X M||_inf < 1 for every M in the interval matrix
     `block` (r x r), X a float approximate inverse of its midpoint; then every such M, the
@@ -593,5 +643,5 @@ def verified_nonsingular(block: Interval) -> tuple[bool, float]:
 
 
 __all__ = ["Interval", "VerifiedDual", "VParam", "verified_block_forward",
-           "verified_block_jacobian", "verified_nonsingular", "check_float_model", "gamma", "U",
+           "verified_block_jacobian", "verified_projected_block", "verified_nonsingular", "check_float_model", "gamma", "U",
            "ETA"]
