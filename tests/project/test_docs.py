@@ -222,7 +222,7 @@ def test_every_console_example_shows_its_output_and_runs_after_setup():
     the command scripts/setup installs (a bare `neuromanifold` is not on the PATH)."""
     problems = []
     for path in _example_files():
-        for lang, body, slow in _blocks(path):
+        for lang, body, _slow in _blocks(path):
             if lang not in ("console", "bash", "shell", "sh"):
                 continue
             for line in body.splitlines():
@@ -243,10 +243,12 @@ def _quick_start() -> list[str]:
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    """.ci/run runs the README's second quick-start command, character for character."""
+    """.ci/run runs the README's second quick-start command, character for character: set up,
+    ruff (before the tests), the tests."""
     run, test = _quick_start()
     assert run.startswith("scripts/setup && .venv/bin/neuromanifold ")
-    assert test == "scripts/setup && .venv/bin/python -m pytest -q"
+    assert test == ("scripts/setup && .venv/bin/ruff check src tests benchmarks scripts examples"
+                    " && .venv/bin/python -m pytest -q")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert test in ci
 
