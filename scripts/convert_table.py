@@ -67,7 +67,7 @@ BERT_SIZES = [dict(hidden_size=4, num_attention_heads=2, num_hidden_layers=1, in
                    vocab_size=9)]
 
 
-def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):
+def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):  # noqa: ARG001 (transformers' signature)
     """transformers' eager attention in float64 throughout; explicit, never fused."""
     n = query.shape[1] // key.shape[1]
     key, value = key.repeat_interleave(n, dim=1), value.repeat_interleave(n, dim=1)
@@ -92,7 +92,7 @@ def float64_model(model) -> None:
     dim = 2 * rot.inv_freq.numel()
     inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
 
-    def rotary(self, x, position_ids):
+    def rotary(self, x, position_ids):  # noqa: ARG001 (replaces a method)
         freqs = position_ids[..., None].double() * inv
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)

@@ -74,14 +74,17 @@ def render() -> str:
                 parts.append(f"Example:\n\n```bash\n.venv/bin/{example}\n```\n")
             else:
                 parts.append(f"Example ({NOT_RUN[name]}):\n\n{SLOW_MARK}\n```bash\n.venv/bin/{example}\n```\n")
-        rows = []
+        panels: dict[str | None, list[str]] = {}  # the --help panels, in the order they appear
         for param in command.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is None or param.name == "help":
                 continue
             kind = "argument" if param.param_type_name == "argument" else "option"
-            rows.append(f"| `{_cell(record[0])}` | {kind} | {_cell(record[1])} |")
-        if rows:
+            panels.setdefault(getattr(param, "rich_help_panel", None), []).append(
+                f"| `{_cell(record[0])}` | {kind} | {_cell(record[1])} |")
+        for panel, rows in panels.items():
+            if panel is not None:
+                parts.append(f"*{panel}*\n")
             parts.append("| name | kind | meaning |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n")
     return "\n".join(parts)
 

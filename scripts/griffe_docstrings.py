@@ -68,6 +68,6 @@ def plain_maths(text: str) -> str:
 class PlainMaths(griffe.Extension):
     """Rewrite every docstring with `plain_maths` before mkdocstrings renders it."""
 
-    def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+    def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:  # noqa: ARG002 (griffe's hook)
         if obj.docstring is not None:
             obj.docstring.value = plain_maths(obj.docstring.value)

@@ -135,6 +135,52 @@ def test_every_command_help_has_an_example(capsys, command):
     assert "Example: neuromanifold " + command in " ".join(out.replace("│", " ").split())
 
 
+PANELS = ["Network", "Decoder options", "Method", "Resources", "Output"]
+
+
+def _help_at(width: int, *args: str) -> str:
+    """`neuromanifold ARGS --help` as a terminal of `width` columns shows it."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TERMINAL_WIDTH", "FORCE_COLOR")}
+    env.update(COLUMNS=str(width), PYTHONPATH=str(ROOT / "src"), NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "neuromanifold", *args, "--help"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_dim_help_groups_its_options_in_panels():
+    """`dim --help` (issue 39 item 7): its options in panels, network first, then decoder
+    options, method, resources and output; the default box keeps only --help; nothing is cut
+    off at 80 columns (the --shrink example whole)."""
+    out = _help_at(80, "dim")
+    titles = [line.split("─ ", 1)[1].split(" ─", 1)[0] for line in out.splitlines()
+              if line.startswith("╭─ ")]
+    assert titles == ["Options"] + PANELS
+    default_box = out.split("╭─ Options ", 1)[1].split("╰", 1)[0]
+    assert [w for w in default_box.split() if w.startswith("--")] == ["--help"]
+    assert "…" not in out
+    assert "layers=2,heads=4,vocab=7" in out and "required unless --hf-config" in out
+
+
+@pytest.mark.parametrize("command", ["dim", "rank", "fiber", "degree", "equations", "ed-degree"])
+def test_every_option_of_the_long_commands_has_a_panel(command):
+    """Each option of the commands with many options sits in one of the five panels (a new option
+    without one would land in a box of its own), the panels in the same order everywhere."""
+    import typer.main
+
+    from neuromanifold.cli.app import app
+
+    click_command = typer.main.get_command(app).commands[command]
+    options = [p for p in click_command.params
+               if p.param_type_name == "option" and p.name != "help"]
+    homeless = [p.opts[0] for p in options if getattr(p, "rich_help_panel", None) not in PANELS]
+    assert not homeless, f"{command}: options without a panel: {homeless}"
+    order = list(dict.fromkeys(p.rich_help_panel for p in options))
+    assert order == [panel for panel in PANELS if panel in order]
+
+
 def test_heads_takes_keys_and_values_like_dim(capsys, tmp_path):
     """heads --keys/--values (dim's spelling) and the hidden old --key/--value give the same rows."""
     new = run(capsys, "heads", "--widths", "2,2", "--keys", "1", "--values", "2", "--max-heads",

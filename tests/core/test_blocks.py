@@ -100,9 +100,9 @@ def _loop_forward(arch, blocks, X):
             for h in range(1, H + 1):
                 g = math.ceil(h * G / H)
                 def value(z):
-                    if f"V_{i}_{g}" in blocks:
-                        return lin(f"V_{i}_{g}", z, f"bv_{i}_{g}")
-                    return blocks[f"O_{i}_{h}"] @ lin(f"W_{i}_{g}", z, f"bv_{i}_{g}")
+                    if f"V_{i}_{g}" in blocks:  # noqa: B023
+                        return lin(f"V_{i}_{g}", z, f"bv_{i}_{g}")  # noqa: B023
+                    return blocks[f"O_{i}_{h}"] @ lin(f"W_{i}_{g}", z, f"bv_{i}_{g}")  # noqa: B023
                 seen = range(col + 1) if arch.causal else range(t)
                 # transformers' grouping: the group shares Q and the value map, K and O per head
                 logits = [float(lin(f"Q_{i}_{g}", Zn[j], f"bq_{i}_{g}") @ lin(f"K_{i}_{h}", Zn[col], f"bk_{i}_{h}"))

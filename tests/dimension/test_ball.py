@@ -110,6 +110,26 @@ def test_auto_escalates_thin_gap_only(monkeypatch):
     assert any("not escalated" in n for n in wide.notes)
 
 
+def test_escalated_total_covers_every_phase(monkeypatch):
+    """After auto escalates, the timing's total is the whole answer's wall time: its parts (the
+    numerical pass, then the proof's phases) never sum to more than it (issue 39: the numerical
+    pass was left out of the total), and it is no less than the numerical pass plus the proof."""
+    import time
+
+    import neuromanifold.dimension.api as api
+
+    monkeypatch.setattr(api, "ESCALATE_GAP_DECADES", 99.0)  # every gap is thin: always escalated
+    start = time.perf_counter()
+    r = neuromanifold_dim(Architecture((4, 3), (2,), 3, "softmax"), method="auto")
+    wall = time.perf_counter() - start
+    assert (r.method, r.status) == ("certified", "certified") and "numerical" in r.seconds
+    assert list(r.seconds)[0] == "numerical" and list(r.seconds)[-1] == "total"
+    parts = sum(v for k, v in r.seconds.items() if k != "total")
+    assert r.seconds["numerical"] > 0 and parts <= r.seconds["total"] <= wall
+    shown = dict(r.summary_lines())["seconds"]
+    assert shown.startswith("numerical ") and shown.endswith(f"total {r.seconds['total']:.2f}")
+
+
 def test_refusals():
     """exact stays refused for softmax; certified runs on the CPU; precision is for non-polynomial
     networks (softmax, non-polynomial blocks)."""

@@ -222,7 +222,7 @@ def test_every_console_example_shows_its_output_and_runs_after_setup():
     the command scripts/setup installs (a bare `neuromanifold` is not on the PATH)."""
     problems = []
     for path in _example_files():
-        for lang, body, slow in _blocks(path):
+        for lang, body, _slow in _blocks(path):
             if lang not in ("console", "bash", "shell", "sh"):
                 continue
             for line in body.splitlines():
@@ -243,10 +243,12 @@ def _quick_start() -> list[str]:
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    """.ci/run runs the README's second quick-start command, character for character."""
+    """.ci/run runs the README's second quick-start command, character for character: set up,
+    ruff (before the tests), the tests."""
     run, test = _quick_start()
     assert run.startswith("scripts/setup && .venv/bin/neuromanifold ")
-    assert test == "scripts/setup && .venv/bin/python -m pytest -q"
+    assert test == ("scripts/setup && .venv/bin/ruff check src tests benchmarks scripts examples"
+                    " && .venv/bin/python -m pytest -q")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert test in ci
 
@@ -402,16 +404,53 @@ def test_site_renders_offline(site):
                 "assets/katex/fonts/KaTeX_Main-Regular.woff2", "javascripts/katex.js"):
         assert (site / rel).is_file(), rel
     remote = re.compile(r"<(script|link|img)\b[^>]*\b(src|href)=\"(https?:)?//", re.I)
+    # a script's own imports too (nbconvert's notebook template imported mermaid from cdnjs)
+    imported = re.compile(r"""\bimport\(\s*["'](https?:)?//[^"']*|["'](https?:)?//[^"'\s]*"""
+                          r"""(cdnjs|jsdelivr|unpkg)[^"'\s]*["']""", re.I)
     offenders = []
     for html in sorted(site.rglob("*.html")):
         text = html.read_text(encoding="utf-8")
         offenders += [f"{html.relative_to(site)}: {m.group(0)}" for m in remote.finditer(text)]
+        offenders += [f"{html.relative_to(site)}: {m.group(0)}" for m in imported.finditer(text)]
         if "katex.min.js" not in text and html.name == "index.html" and "404" not in html.parts:
             offenders.append(f"{html.relative_to(site)}: KaTeX not loaded")
     for css in sorted(site.rglob("*.css")):
         offenders += [f"{css.relative_to(site)}: @import of a remote file"
                       for _ in re.finditer(r"@import\s+url\((\"|')?https?:", css.read_text(encoding="utf-8"))]
     assert not offenders, "\n".join(offenders[:20])
+
+
+def test_notebook_pages_load_no_mermaid_from_a_cdn(site):
+    """The notebook pages (issue 39 item 10) carry no mermaid loader, and the hook that removes
+    it refuses a page whose diagram would need one instead of leaving it broken offline."""
+    pages = sorted((site / "notebooks").glob("*/index.html"))
+    assert len(pages) >= 4
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "jupyter-wrapper" in text and "mermaid" not in text, page
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    loader = ('<script type="module">\n  document.addEventListener("DOMContentLoaded", async () => {'
+              '\n    const diagrams = document.querySelectorAll(".jp-Mermaid > pre.mermaid");\n'
+              '    const mermaid = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/'
+              '11.10.0/mermaid.esm.min.mjs")).default;\n</script>\n<style></style>\n'
+              '<!-- End of mermaid configuration -->')
+    assert hooks.strip_mermaid_loader(f"<head>{loader}</head><p>x</p>") == "<head></head><p>x</p>"
+    with pytest.raises(Exception, match="has a mermaid diagram"):
+        hooks.strip_mermaid_loader(f'{loader}<div class="jp-Mermaid"><pre class="mermaid">'
+                                   "graph TD; A-->B</pre></div>", "notebooks/x.ipynb")
+
+
+def test_vendored_notes_are_no_page_of_the_site(site):
+    """docs/assets/katex/README.md (how the KaTeX files were vendored) is excluded from the build,
+    not a page outside the navigation; the files it describes are still shipped."""
+    assert (ROOT / "docs" / "assets" / "katex" / "README.md").is_file()
+    # mkdocs builds a README.md as its folder's index page
+    assert not (site / "assets" / "katex" / "index.html").exists()
+    assert not (site / "assets" / "katex" / "README.md").exists()
+    assert (site / "assets" / "katex" / "katex.min.js").is_file()
+    assert "assets/katex/" not in (site / "sitemap.xml").read_text(encoding="utf-8")
 
 
 def test_katex_parses_every_formula(site, tmp_path):

@@ -37,15 +37,17 @@ def test_wheel_runs_dim_in_a_fresh_venv(dist, tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     wheel = next(dist.glob("*.whl"))
+    # Without PYTHONPATH: with src on it, the build's src/neuromanifold.egg-info reads to pip as
+    # neuromanifold already installed, and the wheel would silently not be installed.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
                     "--no-deps", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel)],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True, env=env)
     # Dependencies come from this environment (offline): a path entry, so that its .pth files,
     # the editable install of the source tree among them, are not processed.
     site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; "
                                          "print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     (site / "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run([str(python), "-c", "import neuromanifold; print(neuromanifold.__file__)"],
                            check=True, capture_output=True, text=True, env=env).stdout
     assert where.startswith(str(venv))

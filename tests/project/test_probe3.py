@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_reliability import PROBE, assert_refused, run_cli, snapshot
+from test_reliability import PROBE, assert_refused, run_cli
 
 from neuromanifold import Architecture, neuromanifold_dim, random_weights, rank_at_point
 from neuromanifold.errors import InputError

@@ -22,41 +22,57 @@ err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
 EXIT_AMBIGUOUS = 1
 EXIT_BAD_INPUT = 2
 
+# The panels of a long --help (typer's rich_help_panel), in the order a newcomer reads them:
+# what network, which decoder features, how it is computed, on what, and what is printed.
+NETWORK = "Network"
+DECODER = "Decoder options"
+METHOD = "Method"
+RESOURCES = "Resources"
+OUTPUT = "Output"
+
 # The options `rank` and `fiber` take for what a weight file does not store
 # (`io.weightfiles.read_network_file` applies or refuses each; None: not given).
 RESIDUAL_OPTION = typer.Option(
     None, "--residual/--no-residual", help="Residual connections; required for a block file "
     "whose widths are all equal. On a file in the paper's format, --residual reads it as the "
-    "one-head block network with residual paths.")
+    "one-head block network with residual paths.", rich_help_panel=NETWORK)
 ACTIVATION_OPTION = typer.Option(None, help="MLP activation (square, relu, gelu or tanh); "
-                                 "required for a block file with an MLP.")
+                                 "required for a block file with an MLP.", rich_help_panel=NETWORK)
 NORM_OPTION = typer.Option(None, help="layernorm or rmsnorm; required for a block file with "
-                           "norm gains.")
+                           "norm gains.", rich_help_panel=NETWORK)
 # Decoder features (docs/decoder_features.md) with the spellings of `dim`. No block stores a
 # causal mask, rotary positions or parallel blocks: these options say how to read the file.
 CAUSAL_OPTION = typer.Option(False, "--causal", help="Read the network with a causal mask (a "
-                             "file does not store one; docs/decoder_features.md).")
+                             "file does not store one; docs/decoder_features.md).",
+                             rich_help_panel=DECODER)
 POSITIONS_OPTION = typer.Option("none", help="none, learned or rope: rotary positions are not "
                                 "stored, so rope reads the file with them; learned positions are "
-                                "read from a block T (learned without one is refused).")
+                                "read from a block T (learned without one is refused).",
+                                rich_help_panel=DECODER)
 ROPE_PAIRS_OPTION = typer.Option(None, "--rope-pairs", help="With --positions rope: pairs "
-                                 "R_1,...,R_l rotated per head (default all a_i // 2).")
+                                 "R_1,...,R_l rotated per head (default all a_i // 2).",
+                                 rich_help_panel=DECODER)
 PARALLEL_OPTION = typer.Option(False, "--parallel", help="Read the blocks as parallel "
-                               "attention + MLP (not stored; needs --residual and an MLP).")
+                               "attention + MLP (not stored; needs --residual and an MLP).",
+                               rich_help_panel=DECODER)
 # The others are read off the file's blocks; given, each must agree with the file.
 KV_HEADS_OPTION = typer.Option(None, "--kv-heads", help="Check: key/value groups per layer "
-                               "(read from the Q_i_g blocks, transformers' grouping).")
+                               "(read from the Q_i_g blocks, transformers' grouping).",
+                               rich_help_panel=DECODER)
 BIAS_OPTION = typer.Option(None, "--bias/--no-bias", help="Check: attention biases (read from "
-                           "the bq, bk, bv, bo blocks).")
+                           "the bq, bk, bv, bo blocks).", rich_help_panel=DECODER)
 MLP_BIAS_OPTION = typer.Option(None, "--mlp-bias/--no-mlp-bias", help="Check: MLP biases (bg, "
-                               "bp, bu blocks).")
-MLP_KIND_OPTION = typer.Option(None, "--mlp-kind", help="Check: plain or gated (a G_i block).")
-VOCAB_OPTION = typer.Option(None, help="Check: the vocabulary size (rows of the block E).")
-TIED_OPTION = typer.Option(None, "--tied/--no-tied", help="Check: tied logits (an E without L).")
+                               "bp, bu blocks).", rich_help_panel=DECODER)
+MLP_KIND_OPTION = typer.Option(None, "--mlp-kind", help="Check: plain or gated (a G_i block).",
+                               rich_help_panel=DECODER)
+VOCAB_OPTION = typer.Option(None, help="Check: the vocabulary size (rows of the block E).",
+                            rich_help_panel=DECODER)
+TIED_OPTION = typer.Option(None, "--tied/--no-tied", help="Check: tied logits (an E without L).",
+                           rich_help_panel=DECODER)
 QK_NORM_OPTION = typer.Option(None, "--qk-norm/--no-qk-norm", help="Check: QK-norm (qn_i_h, "
-                              "kn_i_g blocks).")
+                              "kn_i_g blocks).", rich_help_panel=DECODER)
 FINAL_NORM_OPTION = typer.Option(None, "--final-norm/--no-final-norm", help="Check: a final "
-                                 "norm (a block f).")
+                                 "norm (a block f).", rich_help_panel=DECODER)
 
 
 def parse_int_list(name: str, text: str, example: str) -> tuple[int, ...]:

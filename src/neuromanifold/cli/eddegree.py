@@ -17,6 +17,7 @@ from .common import (
     print_json,
     stderr_progress,
 )
+from .common import METHOD, NETWORK, OUTPUT, RESOURCES  # the --help panels
 
 
 def _weights(text: str):
@@ -30,27 +31,39 @@ def _weights(text: str):
 
 
 def ed_degree_command(
-    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1."),
-    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2."),
-    tokens: int = typer.Option(2, help="Number of tokens t."),
-    attention: str = typer.Option("lightning", help="lightning (softmax has no ED degree: refused)."),
-    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each)."),
-    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W)."),
-    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths)."),
-    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
-    activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
-    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1.", rich_help_panel=NETWORK),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2.", rich_help_panel=NETWORK),
+    tokens: int = typer.Option(2, help="Number of tokens t.", rich_help_panel=NETWORK),
+    attention: str = typer.Option("lightning", help="lightning (softmax has no ED degree: refused).",
+                                  rich_help_panel=NETWORK),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each).",
+                                        rich_help_panel=NETWORK),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W).",
+                                         rich_help_panel=NETWORK),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths).",
+                                  rich_help_panel=NETWORK),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none).",
+                                      rich_help_panel=NETWORK),
+    activation: str = typer.Option("square", help="MLP activation: square (others are refused).",
+                                   rich_help_panel=NETWORK),
+    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial).",
+                             rich_help_panel=NETWORK),
     inputs: Optional[int] = typer.Option(None, help="N input sequences (default: the least N whose "
-                                         "evaluation is injective on the span)."),
+                                         "evaluation is injective on the span).",
+                                         rich_help_panel=METHOD),
     weights: str = typer.Option("standard", help="Metric on the outputs: standard, generic (random "
-                                "diagonal) or comma-separated nonzero integer weights lambda_i."),
+                                "diagonal) or comma-separated nonzero integer weights lambda_i.",
+                                rich_help_panel=METHOD),
     timeout: float = typer.Option(600.0, help="Seconds for the whole run (every phase: dimension, "
                                   "span, inputs, minors and solves); past it the result is "
-                                  "stopped, never guessed."),
-    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
-    repeats: int = typer.Option(2, help="Independent runs per prime (two primes near 2^30)."),
-    seed: int = typer.Option(0, help="Random seed for the gauge points, data, weights and inputs."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+                                  "stopped, never guessed.", rich_help_panel=RESOURCES),
+    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP, rich_help_panel=RESOURCES),
+    repeats: int = typer.Option(2, help="Independent runs per prime (two primes near 2^30).",
+                                rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed for the gauge points, data, weights and inputs.",
+                             rich_help_panel=METHOD),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """ED degree of the neurovariety of a polynomial network under evaluation at N inputs
     (critical points of the squared loss for generic targets), exact over F_p (randomised).

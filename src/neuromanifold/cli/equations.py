@@ -9,28 +9,40 @@ import typer
 from ..core.checks import check_seed
 from .common import (EXIT_AMBIGUOUS, TimeLimitReached, build_block_architecture, check_timeout,
                      print_json, print_stopped, stderr_progress, time_limit)
+from .common import METHOD, NETWORK, OUTPUT, RESOURCES  # the --help panels
 from .degree import MAX_MEMORY_HELP, TIMEOUT_GRACE
 
 
 def equations_command(
-    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1."),
-    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2."),
-    tokens: int = typer.Option(3, help="Number of tokens t."),
-    attention: str = typer.Option("lightning", help="lightning (softmax is not algebraic: refused)."),
-    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each)."),
-    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W)."),
-    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths)."),
-    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none)."),
-    activation: str = typer.Option("square", help="MLP activation: square (others are refused)."),
-    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial)."),
-    max_degree: int = typer.Option(4, help="Highest degree k tried."),
-    max_monomials: int = typer.Option(3000, help="Stop at a degree with more monomials than this."),
-    seed: int = typer.Option(0, help="Random seed for the interpolation and check points."),
+    widths: str = typer.Option(..., help="Widths d_0,...,d_l, e.g. 2,1.", rich_help_panel=NETWORK),
+    keys: str = typer.Option(..., help="Key widths a_1,...,a_l, e.g. 2.", rich_help_panel=NETWORK),
+    tokens: int = typer.Option(3, help="Number of tokens t.", rich_help_panel=NETWORK),
+    attention: str = typer.Option("lightning", help="lightning (softmax is not algebraic: refused).",
+                                  rich_help_panel=NETWORK),
+    heads: Optional[str] = typer.Option(None, help="Heads per layer H_1,...,H_l (default 1 each).",
+                                        rich_help_panel=NETWORK),
+    values: Optional[str] = typer.Option(None, help="Per-head value widths v_1,...,v_l (V = O W).",
+                                         rich_help_panel=NETWORK),
+    residual: bool = typer.Option(False, "--residual", help="Residual connections (equal widths).",
+                                  rich_help_panel=NETWORK),
+    mlp: Optional[str] = typer.Option(None, help="MLP width after each layer m_1,...,m_l (0: none).",
+                                      rich_help_panel=NETWORK),
+    activation: str = typer.Option("square", help="MLP activation: square (others are refused).",
+                                   rich_help_panel=NETWORK),
+    norm: str = typer.Option("none", help="none (a norm is refused: not polynomial).",
+                             rich_help_panel=NETWORK),
+    max_degree: int = typer.Option(4, help="Highest degree k tried.", rich_help_panel=METHOD),
+    max_monomials: int = typer.Option(3000, help="Stop at a degree with more monomials than this.",
+                                      rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed for the interpolation and check points.",
+                             rich_help_panel=METHOD),
     timeout: Optional[float] = typer.Option(None, help="Seconds of wall time for the whole run "
                                             "(the span, the interpolation, the lift and the "
-                                            "check); past it the result is stopped (exit 1)."),
-    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+                                            "check); past it the result is stopped (exit 1).",
+                                            rich_help_panel=RESOURCES),
+    max_memory: Optional[str] = typer.Option(None, help=MAX_MEMORY_HELP, rich_help_panel=RESOURCES),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Hilbert function and lowest-degree equations of a neurovariety, exact over Q.
 

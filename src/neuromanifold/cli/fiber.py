@@ -13,17 +13,18 @@ from .common import (ACTIVATION_OPTION, BIAS_OPTION, CAUSAL_OPTION, FINAL_NORM_O
                      PARALLEL_OPTION, POSITIONS_OPTION, QK_NORM_OPTION, RESIDUAL_OPTION,
                      ROPE_PAIRS_OPTION, TIED_OPTION, VOCAB_OPTION, check_stored_options,
                      parse_per_layer, print_json)
+from .common import METHOD, NETWORK, OUTPUT  # the --help panels
 
 
 def fiber(
     weights: Path = typer.Option(..., help="First .npz (Q_i, K_i, V_i or A_i, V_i), or a block "
-                                 "file (docs/blocks.md; decoder blocks, docs/decoder_features.md)."),
-    other: Path = typer.Option(..., help="Second .npz of the same architecture."),
-    tokens: int = typer.Option(3, help="Number of tokens t."),
-    attention: str = typer.Option("lightning", help="lightning or softmax."),
-    method: str = typer.Option("auto", help="auto (exact for integer weights of a polynomial network: lightning, square or no MLP, no norm), exact or numerical."),
-    tolerance: float = typer.Option(1e-8, help="Relative tolerance of the numerical test."),
-    seed: int = typer.Option(0, help="Random seed for the test inputs."),
+                                 "file (docs/blocks.md; decoder blocks, docs/decoder_features.md).",
+                                 rich_help_panel=NETWORK),
+    other: Path = typer.Option(..., help="Second .npz of the same architecture.",
+                               rich_help_panel=NETWORK),
+    tokens: int = typer.Option(3, help="Number of tokens t.", rich_help_panel=NETWORK),
+    attention: str = typer.Option("lightning", help="lightning or softmax.",
+                                  rich_help_panel=NETWORK),
     residual: Optional[bool] = RESIDUAL_OPTION,
     activation: Optional[str] = ACTIVATION_OPTION,
     norm: Optional[str] = NORM_OPTION,
@@ -39,7 +40,13 @@ def fiber(
     tied: Optional[bool] = TIED_OPTION,
     qk_norm: Optional[bool] = QK_NORM_OPTION,
     final_norm: Optional[bool] = FINAL_NORM_OPTION,
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+    method: str = typer.Option("auto", help="auto (exact for integer weights of a polynomial network: lightning, square or no MLP, no norm), exact or numerical.",
+                               rich_help_panel=METHOD),
+    tolerance: float = typer.Option(1e-8, help="Relative tolerance of the numerical test.",
+                                    rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed for the test inputs.", rich_help_panel=METHOD),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Do two weight files define the same function? If so, print the group element relating them.
 

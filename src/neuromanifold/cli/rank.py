@@ -18,6 +18,7 @@ from .common import (ACTIVATION_OPTION, BIAS_OPTION, CAUSAL_OPTION, EXIT_AMBIGUO
                      RESIDUAL_OPTION, ROPE_PAIRS_OPTION, TIED_OPTION, VOCAB_OPTION,
                      TimeLimitReached, check_stored_options, check_timeout, err, parse_per_layer,
                      print_json, print_stopped, time_limit)
+from .common import METHOD, NETWORK, OUTPUT, RESOURCES  # the --help panels
 from ..core.checks import bad_value
 
 
@@ -36,15 +37,11 @@ def rank(
                                          "file (as --weights); docs/checkpoints.md."),
     weights: Optional[Path] = typer.Option(None, help=".npz of Q_i, K_i, V_i (or A_i, V_i), or a "
                                            "block file (Q_1_1, ..., docs/blocks.md; decoder "
-                                           "blocks, docs/decoder_features.md), as `fiber` reads."),
-    tokens: int = typer.Option(3, help="Number of tokens t."),
-    attention: str = typer.Option("lightning", help="lightning or softmax."),
-    method: str = typer.Option("auto", help="auto (float64, escalated to a proof on a thin gap or "
-                               "a rank below the upper bound), numerical or certified."),
-    samples: Optional[int] = typer.Option(None, help="Input samples N (default: 3 n_params rows)."),
-    seed: int = typer.Option(0, help="Random seed for the inputs."),
-    precision: Optional[int] = typer.Option(None, help="Starting bits of the ball arithmetic "
-                                            "(default 128, doubled up to 1024)."),
+                                           "blocks, docs/decoder_features.md), as `fiber` reads.",
+                                           rich_help_panel=NETWORK),
+    tokens: int = typer.Option(3, help="Number of tokens t.", rich_help_panel=NETWORK),
+    attention: str = typer.Option("lightning", help="lightning or softmax.",
+                                  rich_help_panel=NETWORK),
     residual: Optional[bool] = RESIDUAL_OPTION,
     activation: Optional[str] = ACTIVATION_OPTION,
     norm: Optional[str] = NORM_OPTION,
@@ -62,15 +59,27 @@ def rank(
     final_norm: Optional[bool] = FINAL_NORM_OPTION,
     hidden_state: bool = typer.Option(False, "--hidden-state", help="A checkpoint's base model's "
                                       "last hidden state (after its final norm) instead of its "
-                                      "logits, as count --validate --hidden-state has it."),
+                                      "logits, as count --validate --hidden-state has it.",
+                                      rich_help_panel=NETWORK),
+    method: str = typer.Option("auto", help="auto (float64, escalated to a proof on a thin gap or "
+                               "a rank below the upper bound), numerical or certified.",
+                               rich_help_panel=METHOD),
+    samples: Optional[int] = typer.Option(None, help="Input samples N (default: 3 n_params rows).",
+                                          rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed for the inputs.", rich_help_panel=METHOD),
+    precision: Optional[int] = typer.Option(None, help="Starting bits of the ball arithmetic "
+                                            "(default 128, doubled up to 1024).",
+                                            rich_help_panel=METHOD),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="A checkpoint's token ids (.npy "
                                           "or .pt, integers of shape (N, t) in [0, vocab)): the "
-                                          "rank on your own data."),
-    generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+                                          "rank on your own data.", rich_help_panel=METHOD),
+    generic: bool = typer.Option(True, help="Also compute the generic dimension of the architecture.",
+                                 rich_help_panel=METHOD),
     timeout: Optional[float] = typer.Option(None, help="Seconds of wall time; past them the "
                                             "computation stops with status `stopped` and exit "
-                                            "code 1."),
+                                            "code 1.", rich_help_panel=RESOURCES),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Jacobian rank at the given weights (their local functional dimension), with the generic dimension."""
     timeout = check_timeout(timeout)

@@ -190,7 +190,7 @@ def _poly_ring(n: int, p: int, name: str = "w"):
     return flint.nmod_mpoly_ctx.get((name, n), modulus=p)
 
 
-def jacobian_at(polys: Sequence, point: Sequence[int], n: int, p: int,
+def jacobian_at(polys: Sequence, point: Sequence[int], n: int, p: int,  # noqa: ARG001 (the polys carry p)
                 deadline: Deadline | None = None) -> np.ndarray:
     """dF(point) mod p, shape (M, n), from polynomials in n variables (exact over F_p)."""
     J = np.zeros((len(polys), n), dtype=np.int64)

@@ -152,7 +152,7 @@ class BallDual:
     def scores(self, q: Dual, k: Dual) -> Dual:
         return _mm(_t(q), k)
 
-    def softmax(self, L: Dual, temperature: float, causal: bool = False) -> Dual:
+    def softmax(self, L: Dual, temperature: float, causal: bool = False) -> Dual:  # noqa: ARG002 (self.inv_tau)
         """Column softmax over the aggregated index j (axis -2): d S = S (dL - sum_j S dL); with
         `causal` over j <= i only (exactly 0 elsewhere)."""
         E = _MAP["exp"](L.x * self.inv_tau)

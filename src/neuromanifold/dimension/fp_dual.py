@@ -134,7 +134,7 @@ class FpDual:
         """E^T X mod p: one-hot token columns to their embeddings."""
         return _mm(_t(E), X, self.p)
 
-    def scale(self, A: Dual, c: float) -> Dual:
+    def scale(self, A: Dual, c: float) -> Dual:  # noqa: ARG002 (refused)
         """An embedding scale is refused (sqrt(d) has no residue of a rational)."""
         raise bad_value("embed_scale", "absent over F_p", c,
                         "Use --method numerical or certified, or drop --embed-scale.")
@@ -154,7 +154,7 @@ class FpDual:
 
         return Dual(apply(x.x), None if x.dx is None else apply(x.dx))
 
-    def activate(self, A: Dual, kind: str) -> Dual:
+    def activate(self, A: Dual, kind: str) -> Dual:  # noqa: ARG002 (x^2 is the only one)
         """Entrywise (x^2, 2 x dx) mod p (residues < 2^31: products fit int64)."""
         p = self.p
         dx = None if A.dx is None else ((A.x * A.dx).remainder(p) * 2).remainder(p)

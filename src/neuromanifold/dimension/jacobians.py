@@ -140,7 +140,7 @@ class KernelSplit:
         return cls(householder, tau, r)
 
     def rows(self, arch: Architecture, params: torch.Tensor, X: torch.Tensor,
-             progress: Progress | None = None) -> tuple[torch.Tensor, float]:
+             progress: Progress | None = None) -> tuple[torch.Tensor, float]:  # noqa: ARG002
         """(J Q2, leak) for the samples X, J with unit rows (row scaling keeps the rank and
         equilibrates a degree-3^l polynomial's dynamic range)."""
         J = jacobian(arch, params, X)

@@ -284,7 +284,7 @@ def qk_norm_rescaling_tangents(arch: Architecture, blocks: dict, ops: TangentOps
             put({f"kn_{i}_{h}": blocks[f"kn_{i}_{h}"].clone(),
                  f"O_{i}_{h}": ops.neg(blocks[f"O_{i}_{h}"])})
         return
-    for g, heads in kv_groups(arch, i):
+    for g, _heads in kv_groups(arch, i):
         w_name, _ = value_names(blocks, i, g)
         parts = {f"qn_{i}_{g}": blocks[f"qn_{i}_{g}"].clone()}
         for name in [w_name] + bias_of(blocks, f"bv_{i}_{g}"):
