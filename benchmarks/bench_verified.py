@@ -45,7 +45,7 @@ def _alarm(_signum, _frame):
 def timed(arch: Architecture, old: bool, cap: float | None):
     real = ball_dual.block_evaluator
     if old:
-        ball_dual.block_evaluator = (lambda a, b, X, progress=None:
+        ball_dual.block_evaluator = (lambda a, b, X, progress=None:  # noqa: ARG005 (its signature)
                                      lambda rows, cols: ball_dual.ball_block_jacobian(a, b, X, rows, cols))
     previous = signal.signal(signal.SIGALRM, _alarm)
     if cap:

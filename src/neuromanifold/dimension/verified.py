@@ -46,7 +46,6 @@ import math
 from fractions import Fraction
 
 import flint
-import numpy as np
 import torch
 
 from ..core.architecture import Architecture, block_layout
@@ -307,10 +306,9 @@ class VerifiedDual:
     j <= i), the norms, the activations, the causal mask, bias columns, embeddings and rotary
     positions. Parameters are `VParam`s; their directions enter where the block is used."""
 
-    def __init__(self, k: int, temperature: float, like: torch.Tensor):
+    def __init__(self, k: int, like: torch.Tensor):
         self.k = k
         self.like = like
-        self.inv_tau = _to_device(reciprocal(constant(float(temperature))), like)
 
     # -- helpers
     def _zeros(self, shape) -> Interval:
@@ -360,7 +358,8 @@ class VerifiedDual:
     def softmax(self, L: Dual, temperature: float, causal: bool = False) -> Dual:
         """Column softmax over j (axis -2): dS = S (dL - sum_j S dL), L read over tau; causal: over
         j <= i, exactly 0 elsewhere. exp in arb on each entry's interval."""
-        Lt = mul(L.x, self.inv_tau)
+        inv_tau = _to_device(reciprocal(constant(float(temperature))), L.x.m)
+        Lt = mul(L.x, inv_tau)
         shift = Lt.m.max(dim=-2, keepdim=True).values       # an exact float: any shift cancels
         (E,) = arb_map(sub(Lt, exact(shift.expand_as(Lt.m).clone())), lambda x: (x.exp(),))
         if causal:
@@ -370,7 +369,7 @@ class VerifiedDual:
         S = mul(E, reciprocal(total(E, -2)))
         if L.dx is None:
             return Dual(S, None)
-        dL = mul(L.dx, self.inv_tau)
+        dL = mul(L.dx, inv_tau)
         inner = total(mul(S, dL), -2)                          # sum over j (axis -2)
         return Dual(S, mul(S, sub(dL, inner)))
 
@@ -548,7 +547,7 @@ def verified_block_forward(arch: Architecture, blocks: dict[str, torch.Tensor], 
         seeds = [(j, *divmod(c - offset, shape[1])) for j, c in enumerate(cols)
                  if offset <= c < offset + shape[0] * shape[1]]
         params[name] = VParam(blocks[name].to(device=device, dtype=torch.float64), seeds)
-    ops = VerifiedDual(k, arch.temperature, X)
+    ops = VerifiedDual(k, X)
     Z = block_forward(arch, params, Dual(exact(X.to(torch.float64)), None), arithmetic=ops)
     tangents = Z.dx if Z.dx is not None else ops._zeros(Z.x.shape)
     for part in (Z.x, tangents):
@@ -599,7 +598,7 @@ def verified_projected_block(arch: Architecture, blocks: dict[str, torch.Tensor]
             size = shape[0] * shape[1]
             dx = D[offset:offset + size].T.reshape(k, *shape).contiguous().to(X.device)
             params[name] = VParam(blocks[name].to(device=X.device, dtype=torch.float64), [], dx)
-        ops = VerifiedDual(k, arch.temperature, X)
+        ops = VerifiedDual(k, X)
         Z = block_forward(arch, params, Dual(exact(X.to(torch.float64)), None), arithmetic=ops)
         T = Z.dx if Z.dx is not None else ops._zeros(Z.x.shape)
         flat = Interval(T.m.reshape(k, -1), T.r.reshape(k, -1))
