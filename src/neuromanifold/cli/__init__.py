@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     from . import interrupts  # noqa: PLC0415  (standard library only)
 
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
-    with interrupts.process_session(ends_process=argv is None, debug=debug) as session:
+    as_program = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    with interrupts.process_session(argv is not None, debug, as_program) as session:
         try:
             from .app import main as run  # noqa: PLC0415
 

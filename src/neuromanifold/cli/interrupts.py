@@ -218,8 +218,8 @@ def interrupts_recorded(record: list[int], mute: bool = False):
 
 def _on_sigint_at_exit(_signum, _frame) -> None:
     """SIGINT after the command returned: the line (once) and exit 130, the clean-up still run;
-    a second one ends the process now."""
-    if _state.exit_code == EXIT_INTERRUPTED and _state.said:
+    one after the line ends the process now."""
+    if _state.said:
         _flush()
         os._exit(EXIT_INTERRUPTED)
     _state.exit_code = say_interrupted(keep_reports=False)
@@ -232,8 +232,11 @@ def _flush() -> None:
 
 
 def _enforce_exit_code() -> None:
-    """The last exit handler: an interrupted process ends with 130 (CPython would otherwise end
-    it with SIGINT after a KeyboardInterrupt inside C-run Python code; module docstring)."""
+    """The last exit handler of a process that ends with `main`: end it now, with `main`'s exit
+    code (130 once interrupted). After the exit handlers CPython resets SIGINT to its default
+    and tears the modules down (torch's take a fraction of a second): a Ctrl-C then killed the
+    process without a line (exit -2), and a KeyboardInterrupt once raised inside Python code run
+    by a C extension makes CPython end its process with SIGINT whatever `main` returned."""
     if _state.exit_code is not None:
         _flush()
         os._exit(_state.exit_code)
@@ -256,22 +259,24 @@ class Session:
         recorded, never raised (the clean-up goes on), and an interrupted run ends with 130."""
         if self.ends_process:
             signal.signal(signal.SIGINT, _on_sigint_at_exit)
-            if self.record or code == EXIT_INTERRUPTED:
-                _state.exit_code = EXIT_INTERRUPTED
+            if _state.exit_code is None:  # not interrupted since (`_on_sigint_at_exit`)
+                _state.exit_code = code
         return code
 
 
 @contextlib.contextmanager
-def process_session(ends_process: bool, debug: bool):
+def process_session(argv_given: bool, debug: bool, ends_process: bool):
     """Around the whole of `cli.main`, from before the command line's imports: SIGINT handled as
     `interrupts_recorded` does; `Session.end` once the command returned (module docstring).
-    `ends_process`: `main` was called without arguments (the console script), the process ends
-    with it; unless `debug`, the reports of an interrupted teardown are then muted."""
+    `ends_process`: `main` runs as the program (called from `__main__` without arguments: the
+    console script, `python -m neuromanifold`), the process ends with it. Called without
+    arguments and without --debug, the reports of an interrupted teardown are muted."""
     _state.note, _state.said, _state.exit_code = None, False, None
-    ends_process = ends_process and threading.current_thread() is threading.main_thread() and \
+    ends_process = ends_process and not argv_given and \
+        threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if ends_process:
         atexit.register(_enforce_exit_code)  # registered before every library's: run last
-    session = Session(ends_process, keep_reports=debug or not ends_process)
+    session = Session(ends_process, keep_reports=debug or argv_given)
     with interrupts_recorded(session.record, mute=not session.keep_reports):
         yield session
