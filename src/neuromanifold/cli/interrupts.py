@@ -9,7 +9,7 @@ Three ways a Ctrl-C went wrong before (issue 39):
   catches (`except BaseException`, a C extension running Python code) leaves a module
   half-imported (`numpy.ma` without its attribute on `numpy`) and the command ran on to the end,
   then failed with an AttributeError, exit 1. The handler never raises inside an import: it
-  records the signal and raises it again (from a timer thread, `_thread.interrupt_main`) until
+  records the signal and raises it again (a SIGINT sent from a timer thread) until
   it lands outside every import, where nothing swallows it. Such an import finishes first (at
   most the time of the import under way).
 - **Swallowed elsewhere.** A KeyboardInterrupt a library swallows at run time, or one raised in
@@ -53,6 +53,8 @@ class _State:
         self.note: str | None = None          # the interrupted command's words for what it kept
         self.exit_code: int | None = None     # enforced at the exit (a process ending with main)
         self.said = False                     # the interrupted line was printed
+        self.timer: threading.Timer | None = None  # the redelivery of a deferred Ctrl-C
+        self.in_flight: list[str] = []        # redeliveries sent, not yet handled
 
 
 _state = _State()
@@ -103,22 +105,35 @@ def _in_import(frame) -> bool:
     return False
 
 
-def _redeliver() -> None:
-    """Raise KeyboardInterrupt in the main thread again, shortly, from another thread (raised
-    from a signal handler inside an import, or a callback, it would be lost)."""
+def _redeliver(deferred: bool = False) -> None:
+    """Signal the main thread again, shortly, from another thread (a KeyboardInterrupt raised
+    from a signal handler inside an import, or in a callback, would be lost). A real SIGINT,
+    not `_thread.interrupt_main`: it also ends a blocking call (a sleep) under way. `deferred`:
+    the one of a Ctrl-C deferred out of an import, cancelled when that one is raised."""
+    main = threading.main_thread().ident
+
     def fire() -> None:
-        if _state.installed and not _state.said:
-            _thread.interrupt_main()
+        if _state.installed and not _state.said and (_state.deferred or not deferred):
+            _state.in_flight.append("deferred" if deferred else "again")
+            if hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(main, signal.SIGINT)
+            else:  # pragma: no cover - Windows
+                _thread.interrupt_main()
 
     again = threading.Timer(REDELIVER_SECONDS, fire)
     again.daemon = True
+    if deferred:
+        _state.timer = again
     again.start()
 
 
 def _on_sigint(signum, frame) -> None:
     if _state.said:  # the command has already said it was interrupted and is ending
         return
-    if not _state.deferred:  # a redelivery is the same Ctrl-C
+    again, _state.in_flight = _state.in_flight, []  # the redeliveries this delivery stands for
+    if again and not _state.deferred and set(again) == {"deferred"}:
+        return  # a deferred Ctrl-C raised meanwhile (the import finished): sent too late
+    if not _state.deferred and (not again or "again" in again):  # not one deferred, again
         for record in _state.records:
             record.append(signum)
         if any(_state.mutes):  # the teardown that follows runs before the line is printed
@@ -128,7 +143,7 @@ def _on_sigint(signum, frame) -> None:
         if not _state.deferred:
             _state.deferred = True
             _raise_after_imports()
-        _redeliver()
+        _redeliver(deferred=True)
         return
     _end_deferral()
     raise KeyboardInterrupt
@@ -154,6 +169,9 @@ def _raise_after_imports() -> None:
 
 def _end_deferral() -> None:
     _state.deferred = False
+    if _state.timer is not None:
+        _state.timer.cancel()
+        _state.timer = None
     real = getattr(builtins.__import__, "_neuromanifold_real", None)
     if real is not None:
         builtins.__import__ = real
@@ -201,6 +219,7 @@ def interrupts_recorded(record: list[int], mute: bool = False):
     _state.records.append(record)
     _state.mutes.append(mute)
     _state.installed, _state.deferred, _state.said = True, False, False
+    _state.in_flight = []
     signal.signal(signal.SIGINT, _on_sigint)
     sys.unraisablehook = on_unraisable
     try:
