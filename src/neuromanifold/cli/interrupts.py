@@ -151,15 +151,16 @@ def _on_sigint(signum, frame) -> None:
 
 def _raise_after_imports() -> None:
     """While a Ctrl-C is deferred: `builtins.__import__` raises it as soon as an `import`
-    statement outside every import has finished (the timer of `_redeliver` catches the imports
-    that do not go through `__import__`)."""
-    real = builtins.__import__
+    statement of the main thread outside every import has finished (the timer of `_redeliver`
+    catches the imports that do not go through `__import__`: the one under way, importlib's)."""
+    real, main = builtins.__import__, threading.main_thread().ident
 
     def importing(*args, **kwargs):
         try:
             return real(*args, **kwargs)
         finally:
-            if _state.deferred and not _state.said and not _in_import(sys._getframe(1)):
+            if _state.deferred and not _state.said and _thread.get_ident() == main and \
+                    not _in_import(sys._getframe(1)):
                 _end_deferral()
                 raise KeyboardInterrupt
 
