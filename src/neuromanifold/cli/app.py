@@ -9,15 +9,9 @@ errors, which suggest --debug); 2 bad input (one line on stderr); 130 interrupte
 
 from __future__ import annotations
 
-import _thread
-import contextlib
 import importlib
-import logging
-import signal
 import sys
-import threading
 import types
-import warnings
 
 import typer
 from typer import Abort
@@ -28,6 +22,7 @@ except ImportError:  # pragma: no cover - typer on top of click
     from click.exceptions import UsageError
 
 from ..errors import InputError, NeuromanifoldError
+from . import interrupts
 from . import classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
@@ -141,7 +136,10 @@ def _light_rich_help() -> None:
         for module in missing:
             del sys.modules[module]
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = interrupts.EXIT_INTERRUPTED
+_INTERRUPTED = interrupts.INTERRUPTED
+_interrupts_recorded = interrupts.interrupts_recorded
+_mute_reports = interrupts.mute_reports
 
 
 def _one_line(exc: BaseException) -> str:
@@ -149,17 +147,26 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: the error boundary described in the module docstring."""
+    """Console-script entry point: the error boundary described in the module docstring.
+
+    An error of any kind after a SIGINT is the interruption it follows (a Ctrl-C that a library
+    swallowed leaves half-made state that fails later): one line, exit 130 (`cli.interrupts`).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"] or ["--help"]
     if "--help" in args:
         _light_rich_help()
     interrupted: list[int] = []
+    keep_reports = debug or argv is not None
     try:
-        with _interrupts_recorded(interrupted, mute=not (debug or argv is not None)):
+        with _interrupts_recorded(interrupted, mute=not keep_reports):
             code = app(args=args, prog_name="neuromanifold", standalone_mode=False)
+    except (Abort, KeyboardInterrupt):
+        return _interrupted(keep_reports)
     except UsageError as exc:
+        if interrupted and not debug:
+            return _interrupted(keep_reports)
         if debug:
             raise
         message = _one_line(exc.format_message())
@@ -167,56 +174,40 @@ def main(argv: list[str] | None = None) -> int:
         message = hint or f"{message} (see --help)"
         print(f"neuromanifold: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (Abort, KeyboardInterrupt):
-        return _interrupted(debug or argv is not None)
     except InputError as exc:
+        if interrupted and not debug:
+            return _interrupted(keep_reports)
         if debug:
             raise
         print(f"neuromanifold: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except NeuromanifoldError as exc:
+        if interrupted and not debug:
+            return _interrupted(keep_reports)
         if debug:
             raise
         print(f"neuromanifold: {_one_line(exc)}", file=sys.stderr)
         return EXIT_AMBIGUOUS
     except Exception as exc:  # noqa: BLE001 - the boundary: anything else is a bug, not bad input
+        if interrupted and not debug:
+            return _interrupted(keep_reports)
         if debug:
             raise
         print(f"neuromanifold: internal error ({type(exc).__name__}: {_one_line(exc)}); "
               "rerun with --debug for the traceback", file=sys.stderr)
         return EXIT_AMBIGUOUS
-    if interrupted:  # typer turns KeyboardInterrupt into a silent exit code 130
-        return _interrupted(debug or argv is not None)
+    # typer turns a KeyboardInterrupt into a silent exit code 130 (no command returns 130)
+    if interrupted or code == EXIT_INTERRUPTED:
+        return _interrupted(keep_reports)
     return code if isinstance(code, int) else 0
 
 
-_INTERRUPTED = "neuromanifold: interrupted; results already written are kept"
-# Delay before a KeyboardInterrupt swallowed by a callback is raised again in the main thread.
-_REDELIVER_SECONDS = 0.05
-
-
 def _interrupted(keep_reports: bool) -> int:
-    """Say `_INTERRUPTED` (one line) and silence the teardown that follows, unless --debug or
-    `main` was called with its arguments (from Python, whose process goes on: `keep_reports`).
-
-    A Ctrl-C can land inside a library's start-up (a Dask LocalCluster half started): its exit
-    handlers then fail on the half-made objects and print tracebacks (Dask's `close_clusters`
-    atexit callback, asyncio's "Task exception was never retrieved"), after the one line that
-    matters. Those reports go through `sys.unraisablehook`, logging and warnings: all three are
-    muted for the rest of the process; the clean-up itself still runs.
-    """
-    print(_INTERRUPTED, file=sys.stderr, flush=True)
-    if not keep_reports:
-        _mute_reports()
-    return EXIT_INTERRUPTED
-
-
-def _mute_reports() -> None:
-    """Silence, for the rest of the process, the reports of a teardown after Ctrl-C: unraisable
-    exceptions, logging (Dask's scheduler logs a closed client at CRITICAL) and warnings."""
-    sys.unraisablehook = lambda _unraisable: None
-    logging.disable(logging.CRITICAL)
-    warnings.simplefilter("ignore")
+    """Say the interrupted line (`interrupts.interrupted_line`: `_INTERRUPTED`, or what the
+    command kept) and silence the teardown that follows, unless --debug or `main` was called
+    with its arguments (from Python, whose process goes on: `keep_reports`;
+    `interrupts.mute_reports`)."""
+    return interrupts.say_interrupted(keep_reports)
 
 
 def _spaced_list_hint(args: list[str]) -> str | None:
@@ -238,53 +229,6 @@ def _spaced_list_hint(args: list[str]) -> str | None:
             return (f"`{name}` must be one comma-separated list; got {' '.join(values)!r}. "
                     f"Pass --{name} {','.join(values)} (commas, no spaces).")
     return None
-
-
-@contextlib.contextmanager
-def _interrupts_recorded(record: list[int], mute: bool = False):
-    """Note every SIGINT in `record` (then raise KeyboardInterrupt as Python does), so that `main`
-    can say it was interrupted even where a library swallowed the KeyboardInterrupt. A SIGINT
-    that was ignored when the process started (a background job) stays ignored.
-
-    A KeyboardInterrupt raised inside a garbage-collector callback or a `__del__` (Dask's
-    GCDiagnosis runs one at every collection) cannot propagate: Python reports it as unraisable
-    and goes on, and the command ran on after its Ctrl-C. Such a one is raised again in the main
-    thread (`_thread.interrupt_main`, from a timer thread), where it stops the command. With
-    `mute` (the process ends with `main`) the reports that follow an interrupt (unraisable
-    exceptions, logging, warnings) are collateral: muted from the SIGINT on.
-    """
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield
-        return
-
-    previous_hook = sys.unraisablehook
-
-    def on_sigint(signum, _frame):
-        record.append(signum)
-        if mute:  # the teardown that follows runs before `main` says it was interrupted
-            logging.disable(logging.CRITICAL)
-            warnings.simplefilter("ignore")
-        raise KeyboardInterrupt
-
-    def on_unraisable(unraisable) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            # Swallowed where it landed: raise it again, from another thread once this hook and
-            # the callback have returned (raised from here it would be swallowed again).
-            again = threading.Timer(_REDELIVER_SECONDS, _thread.interrupt_main)
-            again.daemon = True
-            again.start()
-        elif not (record and mute):
-            previous_hook(unraisable)
-
-    signal.signal(signal.SIGINT, on_sigint)
-    sys.unraisablehook = on_unraisable
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if sys.unraisablehook is on_unraisable:
-            sys.unraisablehook = previous_hook
 
 
 if __name__ == "__main__":

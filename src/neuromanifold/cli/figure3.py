@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from pathlib import Path
 from typing import Optional
@@ -12,6 +13,7 @@ import typer
 from ..core.architecture import Architecture
 from ..core.checks import check_int, check_seed
 from ..io.outputs import staged_files
+from . import interrupts
 from .common import EXIT_AMBIGUOUS, check_output_files, err, print_json
 from ..core.checks import bad_value
 
@@ -51,9 +53,8 @@ def figure3(
     if out.exists() and not out.is_dir():
         raise bad_value("out", "a folder", str(out), "Pass a folder path to --out.")
     png, table = out / f"figure3_{attention}.png", out / f"figure3_{attention}.csv"
-    check_output_files([png, table], force)
-    out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
-    err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
+    partial = out / f"figure3_{attention}.partial.csv"  # the rows as they finish (an interrupted run's)
+    check_output_files([png, table, partial], force)
 
     def report(delta, result):
         how = (f"gap {result.gap:.1f} decades" if result.gap is not None
@@ -62,14 +63,21 @@ def figure3(
                   f"{result.formula.value:>5}  [{result.status}, {how}, "
                   f"N = {result.n_samples}, {result.seconds['total']:.2f} s]")
 
-    rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device,
-                       progress=report, method=method.lower(), precision=precision, plans=plans)
-    with staged_files([png, table]) as (png_tmp, table_tmp):
-        with table_tmp.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        plot_figure3(rows, png_tmp, attention)
+    created = [p for p in (out, *out.parents) if not p.exists()]
+    with _RowsAsTheyFinish(partial, created) as kept:
+        out.mkdir(parents=True, exist_ok=True)  # fail on an unusable --out before computing
+        err.print(f"figure3: {attention}, deltas {delta_list}, seed {seed}")
+        rows = run_figure3(attention, delta_list, seed=seed, samples=samples, device=device,
+                           progress=report, method=method.lower(), precision=precision,
+                           plans=plans, on_row=kept.add)
+        kept.close()
+        with staged_files([png, table]) as (png_tmp, table_tmp):
+            with table_tmp.open("w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            plot_figure3(rows, png_tmp, attention)
+        kept.finished()  # the final CSV holds every row: the partial one goes
     if as_json:
         print_json([{k: r[k] for k in ("delta", "n_params", "estimated", "expected", "gap", "status")}
                     for r in rows])
@@ -87,3 +95,63 @@ def figure3(
         print(f"wrote {png} and {table} ({total:.1f} s)")
     if any(r["status"] not in ("settled", "certified") for r in rows):
         raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+class _RowsAsTheyFinish:
+    """The finished rows of a run, written to `path` (a CSV named partial) one by one as they
+    finish, so that a Ctrl-C keeps them; the interrupted line then says where they are
+    (`cli.interrupts.note`). Any other failure removes the file: result files are all-or-nothing.
+    A run that ends before its first row leaves nothing, and removes the `created` folders (the
+    missing --out and its parents, made for it) when they are still empty."""
+
+    def __init__(self, path: Path, created: list[Path]) -> None:
+        self.path, self.created = path, created
+        self.deltas: list[int] = []
+        self.done = False
+        self._file = None
+        self._writer = None
+
+    def add(self, row: dict) -> None:
+        if self._file is None:
+            self._file = self.path.open("w", newline="")
+            self._writer = csv.DictWriter(self._file, fieldnames=list(row))
+            self._writer.writeheader()
+        self._writer.writerow(row)
+        self._file.flush()
+        self.deltas.append(row["delta"])
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def finished(self) -> None:
+        """The final files are in place: the rows are there, the partial file is removed."""
+        self.done = True
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "_RowsAsTheyFinish":
+        return self
+
+    def __exit__(self, kind, _exc, _tb) -> None:
+        self.close()
+        if kind is None:
+            return
+        if self.done:  # interrupted once the final files were written: they are kept
+            self.path.unlink(missing_ok=True)
+            return
+        interrupted = issubclass(kind, KeyboardInterrupt)
+        if self.deltas and interrupted:
+            listed = ", ".join(map(str, self.deltas))
+            rows = "row (delta = {}) is" if len(self.deltas) == 1 else "rows (delta = {}) are"
+            interrupts.note(f"the finished {rows.format(listed)} in {self.path}; "
+                            "no figure and no final CSV were written")
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        for folder in self.created:  # innermost first
+            try:
+                folder.rmdir()
+            except OSError:  # not empty, or already gone: left as it is
+                break
+        if interrupted:
+            interrupts.note("no delta had finished; nothing was written")

@@ -57,7 +57,8 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
             samples: int = FIGURE3_SAMPLES, device: str = "cpu",
             progress: Callable[[int, DimensionResult], None] | None = None,
             method: str = "numerical", precision: int | None = None,
-            plans: dict | None = None) -> list[dict]:
+            plans: dict | None = None,
+            on_row: Callable[[dict], None] | None = None) -> list[dict]:
     """The paper's Figure 3: numerical dimension vs the closed form, for l = 2, t = 3, a_i = 2.
 
     Math: expected = delta^2 + 8 delta - 8 (Eq. 16, softmax) or 2 less (Eq. 14, lightning).
@@ -65,7 +66,8 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
     has not saturated. Rows carry `status` so that an ambiguous point is never read as settled.
     `method` 'certified' proves every point instead (softmax: docs/certified_softmax.md), each
     row then carrying its lower and upper bound and the ball precision. `plans`: the deltas'
-    checked plans (`figure3_plans`), made here when not given.
+    checked plans (`figure3_plans`), made here when not given. `on_row(row)` is called with each
+    row as soon as it is finished (the CLI writes it to disk then), before `progress`.
     """
     samples = check_int("samples", samples, minimum=1, fix="Pass --samples 250 (the paper's N).")
     method = check_choice("method", method, ("numerical", "certified"))
@@ -97,6 +99,8 @@ def figure3(attention: str = "softmax", deltas: list[int] | None = None, *, seed
                        precision=next((n.split()[2] for n in result.notes
                                        if n.startswith("ball precision")), None))
         rows.append(row)
+        if on_row:
+            on_row(row)
         if progress:
             progress(delta, result)
     return rows

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-import os
 import multiprocessing.connection
+import os
+import signal
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -46,7 +48,14 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def _worker_main(conn, threads: int | None, parent_pid: int | None = None) -> None:
-    """Worker process: import, say ready, then receive items and send rows until told to stop."""
+    """Worker process: import, say ready, then receive items and send rows until told to stop.
+
+    SIGINT is ignored (and was blocked from the process's start: `_LocalPool._start`): a Ctrl-C
+    at a terminal reaches the whole process group, and the sweep, not its workers, answers it.
+    """
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent_pid is not None:
         _die_with_parent(parent_pid)
     if threads:
@@ -72,6 +81,28 @@ def _worker_main(conn, threads: int | None, parent_pid: int | None = None) -> No
             conn.send(row)
         except (BrokenPipeError, OSError):
             return
+
+
+@contextlib.contextmanager
+def _sigint_blocked():
+    """Block SIGINT in this thread while a worker is started (a Ctrl-C then waits, pending, until
+    the block ends: none is lost). The signal mask is inherited by the process started, across
+    its exec: the worker is born with SIGINT blocked, before its interpreter or its imports run,
+    so that a Ctrl-C at a terminal, which reaches the whole process group, gives no worker
+    traceback (issue 39: about 88 interleaved lines of them before the one-line message)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows: no signal masks
+        yield
+        return
+    from multiprocessing import resource_tracker  # noqa: PLC0415
+
+    # The resource tracker is launched with SIGINT blocked and then unblocks it in the launching
+    # thread: launched now, before the mask, it leaves the mask alone.
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @dataclass
@@ -100,7 +131,8 @@ class _LocalPool:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self._threads, os.getpid()),
                                  daemon=True)
-        proc.start()
+        with _sigint_blocked():
+            proc.start()
         child.close()
         return _Worker(proc, parent)
 
