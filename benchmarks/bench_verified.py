@@ -1,6 +1,6 @@
 """The verified float64 certificate against the ball engine alone, side by side in one run.
 
-Run: .venv/bin/python benchmarks/bench_verified.py [--deltas 3-10,16,24,32] [--cap 120]
+Run: .venv/bin/python benchmarks/bench_verified.py [--deltas 3,4,8,16,24,32] [--cap 120]
      [--blocks] [--large]
 
 For each network: `certified_dim` as it is now (the verified float64 proof first, the ball
@@ -78,7 +78,7 @@ def row(label: str, arch: Architecture, cap: float | None, old: bool = True) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--deltas", default="3-10,16,24,32")
+    parser.add_argument("--deltas", default="3,4,5,6,7,8,9,10,16,24,32")
     parser.add_argument("--cap", type=float, default=120.0, help="seconds for each old run")
     parser.add_argument("--blocks", action="store_true")
     parser.add_argument("--large", action="store_true")

@@ -131,8 +131,8 @@ def test_mutants_of_the_error_terms_are_caught(mutant, monkeypatch):
     """A radius shrunk by half, or the gamma_n term left out of the products: the tight cases
     are no longer contained (so the containment test above can fail)."""
     if mutant == "halved rounding":
-        real = verified._rounding
-        monkeypatch.setattr(verified, "_rounding", lambda m: real(m) / 2 - verified.ETA / 2)
+        real = verified._inflate
+        monkeypatch.setattr(verified, "_inflate", lambda c, k: real(c, k) / 2)
         s = verified.add(exact(A_SUM), exact(B_SUM))
         assert not _contains(s, [a + b for a, b in zip(_as_fraction(A_SUM), _as_fraction(B_SUM))])
     else:
