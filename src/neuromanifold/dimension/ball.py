@@ -268,7 +268,7 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
         W = (U[:, :target] / norms[:, None]).T.contiguous()
         V = Vh[:target].T.contiguous()
         proof = _verified_attempt(lambda _r, _c: projected(W, V), rows, cols, target, seconds,
-                                  say, "W J V")
+                                  say, "W J V", evaluate.nonsingular)
         if proof is not None and proof[0]:
             return BallRank(target, target, 53, f"||I - X W J V||_inf <= {proof[1]:.3g}", seconds,
                             [f"rank >= {target} proved by the verified float64 arithmetic: the "
@@ -277,7 +277,8 @@ def prove_rank(J: torch.Tensor, target: int, evaluate: BlockEvaluator, *,
                              f"<= {proof[1]:.3g} < 1 for every matrix in its enclosure "
                              "(docs/verified.md)"], engine="verified", singular_values=sv)
     if verified is not None:     # the float64 proof first; the balls where floats cannot separate
-        proof = _verified_attempt(verified, rows, cols, target, seconds, say)
+        proof = _verified_attempt(verified, rows, cols, target, seconds, say,
+                                  nonsingular=evaluate.nonsingular)
         if proof is not None and proof[0]:
             return BallRank(target, target, 53, f"||I - X M||_inf <= {proof[1]:.3g}", seconds,
                             [f"rank >= {target} proved by the verified float64 arithmetic "
@@ -355,11 +356,11 @@ def _singular_values(ball: BallRank, J: torch.Tensor) -> torch.Tensor:
 
 
 def _verified_attempt(verified, rows: list[int], cols: list[int], target: int, seconds: dict,
-                      say: Progress, what: str = "block") -> tuple[bool, float] | None:
-    """(proved, bound) of the verified float64 certificate on one block, or None when its
-    enclosure could not be formed (`UndecidedBall`); its times go to `seconds`."""
-    from .verified import verified_nonsingular  # noqa: PLC0415
-
+                      say: Progress, what: str = "block", nonsingular=None
+                      ) -> tuple[bool, float] | None:
+    """(proved, bound) of the verified float64 certificate on one block (`nonsingular`, the
+    evaluator's `verified.verified_nonsingular`), or None when its enclosure could not be
+    formed (`UndecidedBall`); its times go to `seconds`."""
     t1 = time.perf_counter()
     try:
         block = verified(rows, cols)
@@ -368,7 +369,7 @@ def _verified_attempt(verified, rows: list[int], cols: list[int], target: int, s
         say(f"{target} x {target} {what} in verified float64: {exc}")
         return None
     t2 = time.perf_counter()
-    proved, bound = verified_nonsingular(block)
+    proved, bound = nonsingular(block)
     t3 = time.perf_counter()
     seconds["verified jacobian"] = seconds.get("verified jacobian", 0.0) + t2 - t1
     seconds["verified certificate"] = seconds.get("verified certificate", 0.0) + t3 - t2

@@ -385,14 +385,17 @@ def block_evaluator(arch: Architecture, blocks: dict[str, torch.Tensor], X: torc
     """rows, cols -> J[rows, cols] in arb balls (`ball_block_jacobian`), carrying as
     `.verified` the same block enclosed in verified float64 (`verified.verified_block_jacobian`)
     and as `.projected` the enclosure of W J V for float matrices W, V
-    (`verified.verified_projected_block`), which `ball.prove_rank` tries first."""
-    from .verified import verified_block_jacobian, verified_projected_block  # noqa: PLC0415
+    (`verified.verified_projected_block`), with `.nonsingular` the certificate
+    (`verified.verified_nonsingular`), which `ball.prove_rank` tries first."""
+    from .verified import (verified_block_jacobian, verified_nonsingular,  # noqa: PLC0415
+                           verified_projected_block)
 
     def evaluate(rows, cols):
         return ball_block_jacobian(arch, blocks, X, rows, cols, progress)
 
     evaluate.verified = lambda rows, cols: verified_block_jacobian(arch, blocks, X, rows, cols)
     evaluate.projected = lambda W, V: verified_projected_block(arch, blocks, X, W, V)
+    evaluate.nonsingular = verified_nonsingular
     return evaluate
 
 

@@ -452,7 +452,10 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
             ball = prove_rank(J, nr.rank, evaluate, precision=bits, progress=say)
         lower = ball.proved
         notes += ball.notes
-        if lower:
+        if lower and ball.engine == "verified":
+            notes.append(f"lower bound: a {lower} x {lower} matrix W J V (or block of J) is "
+                         f"nonsingular, {ball.determinant} (verified float64 arithmetic)")
+        elif lower:
             notes.append(f"lower bound: a {lower} x {lower} block of J has determinant "
                          f"{ball.determinant} ({ball.precision}-bit ball arithmetic)")
         seconds["ball proof"] = time.perf_counter() - t0

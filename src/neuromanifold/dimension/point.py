@@ -188,9 +188,12 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         certified = ball.proved == upper
         notes += ball.notes
         if certified:
-            notes.append(f"certified: a {upper} x {upper} block of J at this point has determinant "
-                         f"{ball.determinant} ({ball.precision}-bit ball arithmetic) and "
-                         f"n_params - rank_p(kernel directions) = {upper}")
+            how = (f"a {upper} x {upper} matrix W J V (or block of J) at this point is "
+                   f"nonsingular, {ball.determinant} (verified float64 arithmetic)"
+                   if ball.engine == "verified" else
+                   f"a {upper} x {upper} block of J at this point has determinant "
+                   f"{ball.determinant} ({ball.precision}-bit ball arithmetic)")
+            notes.append(f"certified: {how}, and n_params - rank_p(kernel directions) = {upper}")
             if nr.rank != upper:
                 notes.append(f"float64 alone gave {nr.rank} here: wrong, as proved")
         else:
