@@ -257,3 +257,49 @@ def test_projected_certificate_refuses_a_duplicated_direction():
     assert verified_nonsingular(verified.verified_projected_block(arch, blocks, X, W, V))[0]
     V[:, 5] = V[:, 2]
     assert not verified_nonsingular(verified.verified_projected_block(arch, blocks, X, W, V))[0]
+
+
+def test_a_broadcast_summed_label_counts_its_full_length():
+    """einsum('ij,jk->ik') of a 1 x 1 left operand against a 3 x 1 right one sums 3 terms
+    (torch broadcasts j): 1 + 2^-53 + 2^-53 rounds to 1, an error of 2u that gamma_1 misses."""
+    a = exact(torch.tensor([[1.0]], dtype=F64))
+    b = exact(torch.tensor([[1.0], [2.0 ** -53], [2.0 ** -53]], dtype=F64))
+    assert _contains(verified.einsum("ij,jk->ik", a, b), [Fraction(1) + 2 * Fraction(2) ** -53])
+
+
+def test_causal_softmax_with_large_scores_is_decided():
+    """Causal scores: the shift is the max over the kept entries, so large masked scores do not
+    push the kept exponentials to 0 (before: an undecided division); contains the balls."""
+    arch = Architecture((4, 4), (2,), 3, S, heads=(2,), residual=True, mlp=(3,),
+                        activation="silu", norm="rmsnorm", causal=True)
+    blocks, X = rational_point(arch, 3, 3)
+    blocks = {k: v * 20 for k, v in blocks.items()}
+    cols = [0, 5, arch.n_params - 1]
+    value, tangents = verified_block_forward(arch, blocks, X, cols)
+    old = flint.ctx.prec
+    flint.ctx.prec = 300
+    try:
+        bv, bt = ball_block_forward(arch, blocks, X, cols)
+    finally:
+        flint.ctx.prec = old
+    for enc, balls in ((value, bv), (tangents, np.asarray(bt).transpose(1, 0, 2, 3))):
+        lo, hi = _ball_bounds(balls)
+        assert bool((torch.from_numpy(lo) >= enc.lo()).all()) and bool((torch.from_numpy(hi) <= enc.hi()).all())
+
+
+def test_primitives_against_exact_rationals():
+    """Seeded random intervals (signs, magnitudes from 2^-1060 to 2^60, ties): every exact
+    result over the intervals' endpoints lies in add's, mul's and einsum's enclosure."""
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        scale = 2.0 ** torch.randint(-1060, 60, (6,), generator=gen).to(F64)
+        am = torch.randn(6, generator=gen, dtype=F64) * scale
+        bm = torch.randn(6, generator=gen, dtype=F64) * scale.flip(0)
+        a, b = Interval(am, am.abs() * 2.0 ** -40), Interval(bm, bm.abs() * 2.0 ** -45)
+        for sa in (-1, 1):
+            for sb in (-1, 1):
+                xa = [Fraction(float(m)) + sa * Fraction(float(r)) for m, r in zip(a.m, a.r)]
+                xb = [Fraction(float(m)) + sb * Fraction(float(r)) for m, r in zip(b.m, b.r)]
+                assert _contains(verified.add(a, b), [x + y for x, y in zip(xa, xb)])
+                assert _contains(verified.mul(a, b), [x * y for x, y in zip(xa, xb)])
+                assert _contains(verified.einsum("i,i->", a, b), [sum(x * y for x, y in zip(xa, xb))])

@@ -100,7 +100,11 @@ def check_float_model(device: torch.device | str = "cpu") -> None:
     (denormals-are-zero): the error model's underflow term assumes they are honoured."""
     tiny = torch.tensor([[2.0 ** -1070]], dtype=torch.float64, device=device)
     one = torch.ones((1, 1), dtype=torch.float64, device=device)
-    if float((tiny * one)[0, 0]) == 0.0 or float((tiny @ one)[0, 0]) == 0.0:
+    # a product large enough to go through BLAS and its threads, of subnormal inputs
+    wide = torch.full((96, 96), 2.0 ** -1070, dtype=torch.float64, device=device)
+    ones = torch.ones((96, 96), dtype=torch.float64, device=device)
+    if float((tiny * one)[0, 0]) == 0.0 or float((tiny @ one)[0, 0]) == 0.0 \
+            or float((wide @ ones).min()) == 0.0:
         raise ComputationError("this device's float64 arithmetic reads subnormal numbers as zero; "
                                "the verified arithmetic's error model does not hold here (use "
                                "the ball engine: --method certified on the CPU)")
@@ -154,7 +158,10 @@ def _inflate(c: torch.Tensor, k: int) -> torch.Tensor:
     """An upper bound on the exact value of a nonnegative expression that `c` computed with at
     most k roundings (each relative u, or absolute ETA on underflow), in place on c (a fresh
     temporary): c >= exact (1 - u)^k - k ETA, so exact <= (c + k ETA)(1 + 2 k u) for k u <= 1/10;
-    the factor 1 + (2k + 6) u and (k + 2) ETA also cover the two roundings of this step."""
+    the factor 1 + (2k + 6) u and (k + 2) ETA also cover the two roundings of this step.
+    Precondition (true at every call here): no rounded result that may have underflowed is later
+    multiplied by a factor above about 1 (the multipliers after a rounding are gamma_n, K_n or
+    sums of nonnegative terms; additions never underflow)."""
     return c.mul_(1.0 + (2 * k + 6) * U).add_((k + 2) * ETA)
 
 
@@ -192,25 +199,32 @@ def scale_exact(a: Interval, c) -> Interval:
     return Interval(m, _inflate(r, 3))
 
 
-def _contracted_length(spec: str, shape: tuple[int, ...]) -> int:
-    """The product of the sizes of the indices summed over in `spec` (read off the left
-    operand's shape; an ellipsis stands for the dimensions between its named prefix and suffix)."""
-    inputs, out = spec.split("->")
-    left, right = inputs.split(",")
-    prefix, _, suffix = left.partition("...")
-    if "..." not in left:
-        prefix, suffix = left, ""
+def _labels(term: str, shape: tuple[int, ...]) -> dict[str, int]:
+    """Label -> size for one einsum operand (an ellipsis stands for the dimensions between its
+    named prefix and suffix)."""
+    prefix, _, suffix = term.partition("...")
+    if "..." not in term:
+        prefix, suffix = term, ""
     sizes = dict(zip(prefix, shape[:len(prefix)]))
     sizes.update(zip(suffix, shape[len(shape) - len(suffix):]))
-    contracted = [c for c in sizes if c in right and c not in out]
-    return max(1, math.prod(sizes[c] for c in contracted))
+    return sizes
+
+
+def _contracted_length(spec: str, shape: tuple[int, ...], other: tuple[int, ...]) -> int:
+    """The number of terms each output entry of `spec` sums: the product over the summed labels
+    of their size, the larger of the two operands' (torch broadcasts a size 1 against it)."""
+    inputs, out = spec.split("->")
+    left, right = inputs.split(",")
+    a, b = _labels(left, shape), _labels(right, other)
+    contracted = [c for c in a if c in b and c not in out]
+    return max(1, math.prod(max(a[c], b[c]) for c in contracted))
 
 
 def einsum(spec: str, a: Interval, b: Interval) -> Interval:
     """An enclosure of einsum(spec, A, B) for every A in a and B in b (one contracted set of
     indices of total length n): the midpoint product, gamma_n |ma| |mb| + n ETA for its rounding,
     and |ma| rb + ra (|mb| + rb) for the radii; every nonnegative product divided by 1 - gamma_n."""
-    n = _contracted_length(spec, a.m.shape)
+    n = _contracted_length(spec, a.m.shape, b.m.shape)
     m = torch.einsum(spec, a.m, b.m)
     am, bm = a.m.abs(), b.m.abs()
     # each nonnegative product below is >= (1 - gamma_n) times its exact value, less n ETA:
@@ -376,10 +390,15 @@ class VerifiedDual:
         j <= i, exactly 0 elsewhere. exp in arb on each entry's interval."""
         inv_tau = _to_device(reciprocal(constant(float(temperature))), L.x.m)
         Lt = mul(L.x, inv_tau)
-        shift = Lt.m.max(dim=-2, keepdim=True).values       # an exact float: any shift cancels
-        (E,) = arb_map(sub(Lt, exact(shift.expand_as(Lt.m).clone())), lambda x: (x.exp(),))
+        keep = (torch.from_numpy(causal_mask(Lt.shape[-1])).to(Lt.m.device).bool() if causal
+                else torch.ones(Lt.shape[-2:], dtype=torch.bool, device=Lt.m.device))
+        # an exact float shift (any shift cancels), the max over the kept entries only
+        shift = Lt.m.masked_fill(~keep, -_INF).max(dim=-2, keepdim=True).values
+        arg = sub(Lt, exact(shift.expand_as(Lt.m).clone()))
+        arg = Interval(torch.where(keep, arg.m, torch.zeros_like(arg.m)),   # masked: exp(0), then 0
+                       torch.where(keep, arg.r, torch.zeros_like(arg.r)))
+        (E,) = arb_map(arg, lambda x: (x.exp(),))
         if causal:
-            keep = torch.from_numpy(causal_mask(Lt.shape[-1])).to(Lt.m.device).bool()
             E = Interval(torch.where(keep, E.m, torch.zeros_like(E.m)),
                          torch.where(keep, E.r, torch.zeros_like(E.r)))
         S = mul(E, reciprocal(total(E, -2)))
@@ -617,6 +636,8 @@ def verified_projected_block(arch: Architecture, blocks: dict[str, torch.Tensor]
         ops = VerifiedDual(k, X)
         Z = block_forward(arch, params, Dual(exact(X.to(torch.float64)), None), arithmetic=ops)
         T = Z.dx if Z.dx is not None else ops._zeros(Z.x.shape)
+        if not (bool(torch.isfinite(T.m).all()) and bool(torch.isfinite(T.r).all())):
+            raise UndecidedBall("an enclosure overflowed (inf or nan)")
         flat = Interval(T.m.reshape(k, -1), T.r.reshape(k, -1))
         block = einsum("rm,km->rk", exact(W.to(X.device)), flat)
         if not (bool(torch.isfinite(block.m).all()) and bool(torch.isfinite(block.r).all())):
@@ -637,6 +658,7 @@ def verified_nonsingular(block: Interval) -> tuple[bool, float]:
     r = Mm.shape[0]
     if r == 0:
         return True, 0.0
+    check_float_model(Mm.device)
     if not (bool(torch.isfinite(Mm).all()) and bool(torch.isfinite(Mr).all())):
         return False, math.inf
     try:
