@@ -76,6 +76,17 @@ def _ball_bounds(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo(array).astype(float), hi(array).astype(float)
 
 
+def _ball_forward(arch, blocks, X, cols, bits: int):
+    """The ball engine's values (N, d_l, t) and tangents (k, N, d_l, t) at `bits` bits."""
+    old = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        bv, bt = ball_block_forward(arch, blocks, X, cols)
+    finally:
+        flint.ctx.prec = old
+    return bv, np.asarray(bt).transpose(1, 0, 2, 3)
+
+
 @pytest.mark.parametrize("arch", NETWORKS, ids=str)
 def test_enclosures_contain_the_ball_engine(arch):
     """At the certified engine's rational point, the ball engine's values and tangents (200 bits:
@@ -84,13 +95,7 @@ def test_enclosures_contain_the_ball_engine(arch):
     P = arch.n_params
     cols = sorted(set(range(0, P, max(1, P // 10))) | {P - 1})
     value, tangents = verified_block_forward(arch, blocks, X, cols)
-    old = flint.ctx.prec
-    flint.ctx.prec = 200
-    try:
-        bv, bt = ball_block_forward(arch, blocks, X, cols)
-    finally:
-        flint.ctx.prec = old
-    for enc, balls in ((value, bv), (tangents, np.asarray(bt).transpose(1, 0, 2, 3))):
+    for enc, balls in zip((value, tangents), _ball_forward(arch, blocks, X, cols, 200)):
         lo, hi = _ball_bounds(balls)
         assert enc.m.shape == lo.shape
         assert bool((torch.from_numpy(lo) >= enc.lo()).all()), arch
@@ -276,13 +281,7 @@ def test_causal_softmax_with_large_scores_is_decided():
     blocks = {k: v * 20 for k, v in blocks.items()}
     cols = [0, 5, arch.n_params - 1]
     value, tangents = verified_block_forward(arch, blocks, X, cols)
-    old = flint.ctx.prec
-    flint.ctx.prec = 300
-    try:
-        bv, bt = ball_block_forward(arch, blocks, X, cols)
-    finally:
-        flint.ctx.prec = old
-    for enc, balls in ((value, bv), (tangents, np.asarray(bt).transpose(1, 0, 2, 3))):
+    for enc, balls in zip((value, tangents), _ball_forward(arch, blocks, X, cols, 300)):
         lo, hi = _ball_bounds(balls)
         assert bool((torch.from_numpy(lo) >= enc.lo()).all()) and bool((torch.from_numpy(hi) <= enc.hi()).all())
 

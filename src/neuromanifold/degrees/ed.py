@@ -40,8 +40,7 @@ from .engine import (
     PRIMES,
     STOPPED,
     as_polys,
-    check_polynomial_map,
-    check_primes,
+    check_image_arguments,
     check_timeout,
     count_text,
     failure_reason,
@@ -323,18 +322,8 @@ def image_ed_degree(F: Callable[[Sequence], list], n_params: int, dimension: int
         >>> image_ed_degree(F, 4).ed_degree, image_ed_degree(F, 4, weights="generic").ed_degree
         (2, 6)
     """
-    seed = check_seed(seed)
-    n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
-    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
-    timeout = check_timeout(timeout)
-    primes = check_primes(primes)
-    if dimension is not None:
-        dimension = check_int("dimension", dimension, minimum=1,
-                              fix="Pass dim V, or leave it out to read it off the Jacobian.")
-        if dimension > n_params:
-            raise bad_value("dimension", f"at most n_params = {n_params}", dimension,
-                            "Pass dim V, or leave it out to read it off the Jacobian.")
-    M = check_polynomial_map(F, n_params)
+    seed, n_params, dimension, repeats, timeout, primes, M = check_image_arguments(
+        F, n_params, dimension, seed, repeats, timeout, primes)
     weights = check_weights(weights, M)
     budget = resolve_budget(max_memory, available_memory())
     say = progress or (lambda _msg: None)
@@ -424,7 +413,7 @@ def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, 
     from ..dimension.fp import rank_mod_p  # noqa: PLC0415
     from ..errors import ComputationError  # noqa: PLC0415
     from .budget import check_phase, gauge_estimate  # noqa: PLC0415
-    from .network import unsettled_note, degree_estimates, evaluation_inputs, span_basis  # noqa: PLC0415
+    from .network import degree_estimates, evaluation_inputs, span_over_primes  # noqa: PLC0415
     from .polymap import check_polynomial, network_map, object_array  # noqa: PLC0415
 
     check_polynomial(arch)
@@ -456,18 +445,9 @@ def ed_degree(arch, *, n_inputs: int | None = None, weights: object = STANDARD, 
                     max_memory)
         say(f"dimension {r} by the exact engine")
         deadline.check("the dimension by the exact engine")
-        say("span of the neurovariety (coefficients over F_p)")
-        spans = []
-        for p in PRIMES:
-            span = span_basis(arch, p, seed, deadline, say)
-            if not span.complete:
-                return stopped(unsettled_note(span).replace("no degree", "no ED degree"), r)
-            spans.append((p, span.dimension, span.samples))
-        span_dim = spans[0][1]
-        if any(s != span_dim for _, s, _ in spans):
-            raise ComputationError(f"the span of the neurovariety has dimensions "
-                                   f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
-                                   "rerun with another --seed.")
+        spans, span_dim, unsettled = span_over_primes(arch, seed, deadline, say)
+        if unsettled is not None:
+            return stopped(unsettled.replace("no degree", "no ED degree"), r)
         inputs, N = evaluation_inputs(arch, spans, seed, deadline=deadline, say=say)
         if n_inputs is not None and n_inputs != N:
             if n_inputs < N:

@@ -151,6 +151,23 @@ def check_primes(primes: object) -> tuple[int, ...]:
     return checked
 
 
+def check_image_arguments(F, n_params, dimension, seed, repeats, timeout, primes) -> tuple:
+    """The arguments of `image_degree` and `ed.image_ed_degree`, checked before flint sees
+    any of them: (seed, n_params, dimension, repeats, timeout, primes, M = len(F(w)))."""
+    seed = check_seed(seed)
+    n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
+    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
+    timeout = check_timeout(timeout)
+    primes = check_primes(primes)
+    if dimension is not None:
+        dimension = check_int("dimension", dimension, minimum=1,
+                              fix="Pass dim V, or leave it out to read it off the Jacobian.")
+        if dimension > n_params:
+            raise bad_value("dimension", f"at most n_params = {n_params}", dimension,
+                            "Pass dim V, or leave it out to read it off the Jacobian.")
+    return seed, n_params, dimension, repeats, timeout, primes, check_polynomial_map(F, n_params)
+
+
 def check_polynomial_map(F: object, n_params: int) -> int:
     """M, the number of outputs of F, after checking that F reads at most `n_params` variables and
     has integer coefficients (its outputs at the integer point (1, 2, ..., n) are integers)."""
@@ -319,18 +336,8 @@ def image_degree(F: Callable[[Sequence], list], n_params: int, dimension: int | 
         >>> image_degree(F, 4).degree
         2
     """
-    seed = check_seed(seed)
-    n_params = check_int("n_params", n_params, minimum=1, fix="Pass the number of variables of F.")
-    repeats = check_int("repeats", repeats, minimum=1, fix="Pass --repeats 1 or more.")
-    timeout = check_timeout(timeout)
-    primes = check_primes(primes)
-    if dimension is not None:
-        dimension = check_int("dimension", dimension, minimum=1,
-                              fix="Pass dim V, or leave it out to read it off the Jacobian.")
-        if dimension > n_params:
-            raise bad_value("dimension", f"at most n_params = {n_params}", dimension,
-                            "Pass dim V, or leave it out to read it off the Jacobian.")
-    M = check_polynomial_map(F, n_params)
+    seed, n_params, dimension, repeats, timeout, primes, M = check_image_arguments(
+        F, n_params, dimension, seed, repeats, timeout, primes)
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     deadline = deadline if deadline is not None else Deadline.after(timeout)

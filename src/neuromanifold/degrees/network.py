@@ -168,6 +168,26 @@ def unsettled_note(span: Span) -> str:
             "claimed; use a smaller network")
 
 
+def span_over_primes(arch: Architecture, seed: int, deadline: Deadline,
+                     say: Callable[[str], None]) -> tuple[list, int | None, str | None]:
+    """The span phase of `degree` and `ed.ed_degree`: (spans [(p, dim S mod p, its random
+    weights)] over PRIMES, dim S, None), or ([], None, why) when a span is still growing at the
+    cap; ComputationError when the primes disagree; the deadline polled throughout."""
+    say("span of the neurovariety (coefficients over F_p)")
+    spans = []
+    for p in PRIMES:
+        span = span_basis(arch, p, seed, deadline, say)
+        if not span.complete:
+            return [], None, unsettled_note(span)
+        spans.append((p, span.dimension, span.samples))
+    span_dim = spans[0][1]
+    if any(s != span_dim for _, s, _ in spans):
+        raise ComputationError(f"the span of the neurovariety has dimensions "
+                               f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
+                               "rerun with another --seed.")
+    return spans, span_dim, None
+
+
 def evaluation_inputs(arch: Architecture, spans: list[tuple[int, int, list[list[int]]]],
                       seed: int, bound: int | None = None, deadline: Deadline | None = None,
                       say: Callable[[str], None] | None = None) -> tuple[np.ndarray, int]:
@@ -289,19 +309,10 @@ def degree(arch: Architecture, *, seed: int = 0, timeout: float = DEFAULT_TIMEOU
         notes.append(f"dimension {r} from the exact engine ({dim_result.status}, "
                      f"p = {dim_result.prime})")
         deadline.check("the dimension by the exact engine")
-        say("span of the neurovariety (coefficients over F_p)")
-        spans = []
-        for p in PRIMES:
-            span = span_basis(arch, p, seed, deadline, say)
-            if not span.complete:
-                return _stopped(arch, "", timeout, time.perf_counter() - start, seed, r, notes,
-                                unsettled_note(span))
-            spans.append((p, span.dimension, span.samples))
-        span_dim = spans[0][1]
-        if any(s != span_dim for _, s, _ in spans):
-            raise ComputationError(f"the span of the neurovariety has dimensions "
-                                   f"{[s for _, s, _ in spans]} over the primes {list(PRIMES)}; "
-                                   "rerun with another --seed.")
+        spans, span_dim, unsettled = span_over_primes(arch, seed, deadline, say)
+        if unsettled is not None:
+            return _stopped(arch, "", timeout, time.perf_counter() - start, seed, r, notes,
+                            unsettled)
         inputs, N = evaluation_inputs(arch, spans, seed, deadline=deadline, say=say)
     except DegreeStopped as stop:
         return _stopped(arch, stop.phase, timeout, time.perf_counter() - start, seed, r, notes)
