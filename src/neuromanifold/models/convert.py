@@ -92,8 +92,11 @@ def _rope_base(cfg: dict) -> float:
     params = cfg.get("rope_parameters") or {}
     kind = params.get("rope_type", params.get("type", "default"))
     scaling = cfg.get("rope_scaling")
-    if kind != "default" or (scaling and scaling.get("rope_type", scaling.get("type")) != "default"):
-        raise bad_value("config: rope_parameters", "the default rotary frequencies", kind,
+    scaled = scaling.get("rope_type", scaling.get("type")) if scaling else "default"
+    if kind != "default" or scaled != "default":
+        field = "rope_parameters" if kind != "default" else "rope_scaling"
+        raise bad_value(f"config: {field}", "the default rotary frequencies",
+                        kind if kind != "default" else scaled,
                         "Scaled rotary frequencies (llama3, yarn, ...) are not converted yet.")
     return float(params.get("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base", 10000.0))))
 
