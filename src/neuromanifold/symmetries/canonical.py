@@ -1,0 +1,536 @@
+"""One representative per orbit: a canonical form of named weight blocks (docs/canonical.md).
+
+`canonical_form(arch, blocks)` moves a network's float64 blocks by an element of its symmetry
+group to a representative fixed by stated rules, and returns the moved blocks with the moves
+(`Move`: the registry's action and its group element) that took it there, so that another
+weight set can be moved into this one's gauge (`apply_moves(..., inverse=True)`). Every move
+is an action of `actions` (or, for the families `fiber` never searched, one written here beside
+them), applied in this order; each step's rule depends only on quantities the earlier steps
+fixed, so the whole is constant on an orbit of the families it quotients by:
+
+ 1 norm gains       pre-norm gains g_i, n_i (and the final gain f before untied logits) folded
+                    into the maps that read them: gain 1, reader columns times the gain,
+                    layernorm bias over the gain (`norm gain rescaling`, `gain and bias
+                    rescaling`, `final norm gain`); then a layernorm bias into its readers'
+                    biases where every reader has one (`layernorm bias into readers' biases`)
+ 2 biases           the softmax query bias (native bq: transformers' KEY bias) set to 0 where
+                    it does not change the scores (`softmax query bias`, on the unrotated
+                    coordinates under rotary positions); the value bias moved into the output
+                    bias where there is one (`value bias beside output bias`)
+ 3 QK gauge         per key/value group, [Q_g | bq_g] and the stacked [K_h | bk_h] in balanced
+                    SVD form (`per-head GL(a)`): both S^1/2 times orthonormal rows, singular
+                    values descending; under rotary positions only the commutant
+                    (`rotary commutant`): each rotated pair balanced (equal Frobenius norms) and
+                    turned so that its largest entry of Q (in modulus, as a complex row) is real
+                    positive, the unrotated coordinates in balanced SVD form; a shared QK-norm
+                    gain balanced against its partner per pair (`shared QK-norm gain balance`)
+ 4 OV gauge         per group, [W_g | bv_g] and the stacked O_h^T in balanced SVD form
+                    (`per-head GL(v)`)
+ 5 heads, groups    heads within a group sorted by ||O_h W_g||_F descending (ties by
+                    ||K_h^T Q_g||_F), then groups by their largest head key (`head permutation`,
+                    `group permutation`)
+ 6 MLP neurons      rescaled (`MLP neuron rescaling`: gated, relu, square) so that the row
+                    [P_j | bp_j] and the column U_j have equal norms (a relu or square gate
+                    row [G_j | bg_j] of norm 1 first), then sorted by the product of the
+                    norms of their rows and column descending (`MLP neuron permutation`)
+Signs: each SVD row pair and each rescaled neuron is turned so that the entry of largest
+magnitude of its Q (W, P) row is positive. A step that meets a degenerate case (a zero gain, a
+rank-deficient head, a zero neuron) leaves that part as it is and says so in `notes`.
+
+What is not quotiented (docs/canonical.md lists it per family): the stream's basis
+(`stream rotations behind norms`, `stream shifts behind layernorm`, layernorm means), the
+post-norm families of BERT, the embedding shifts, the biases beside bias-free readers, and
+families that exist only for lightning attention. `not_quotiented(arch)` names them for a
+network, from the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.architecture import Architecture
+from . import actions
+from .registry import families_for
+
+# The registry's families this module fixes (their names in `registry.FAMILIES` or the catalogue).
+QUOTIENTED = (
+    "per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)", "per-head GL(v) on (W, O)",
+    "norm gain rescaling", "gain and bias rescaling", "final norm gain", "final norm gain and bias",
+    "layernorm bias into readers' biases", "softmax query bias",
+    "softmax query bias on unrotated coordinates", "value bias beside output bias",
+    "MLP neuron rescaling", "shared QK-norm gain balance")
+DISCRETE = ("head permutation", "group permutation", "MLP neuron permutation")
+
+
+@dataclass
+class Move:
+    """One group element: `kind` (the action's name), its `layer` and parameters."""
+
+    kind: str
+    params: dict
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, **{k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                     for k, v in self.params.items()}}
+
+
+@dataclass
+class CanonicalForm:
+    """The canonical blocks, the moves that took the input there, and notes on what was left."""
+
+    blocks: dict
+    moves: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    quotiented: tuple = ()
+    not_quotiented: tuple = ()
+
+
+def not_quotiented(arch: Architecture) -> tuple[str, ...]:
+    """The registry's families of `arch` that `canonical_form` does not fix."""
+    return tuple(f.name for f in families_for(arch) if f.name not in QUOTIENTED)
+
+
+def quotiented(arch: Architecture) -> tuple[str, ...]:
+    return tuple(f.name for f in families_for(arch) if f.name in QUOTIENTED)
+
+
+# ------------------------------------------------------------------ the moves and their inverses
+
+
+def _pre_norm_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str | None, list, list]]:
+    """(gain, bias or None, reader maps, their bias names) of every pre-norm gain."""
+    sites = []
+    for i in range(1, arch.n_layers + 1):
+        H = arch.head_counts[i - 1]
+        groups = sorted({arch.group_of(i, h) for h in range(1, H + 1)})
+        heads = [(f"K_{i}_{h}", f"bk_{i}_{h}") for h in range(1, H + 1)]
+        heads += [(f"Q_{i}_{g}", f"bq_{i}_{g}") for g in groups]
+        heads += [(f"V_{i}_{g}" if f"V_{i}_{g}" in blocks else f"W_{i}_{g}", f"bv_{i}_{g}")
+                  for g in groups]
+        mlp = [(f"{n}_{i}", f"b{n.lower()}_{i}") for n in ("P", "G") if f"{n}_{i}" in blocks]
+        if arch.shared_norm:
+            sites.append((f"g_{i}", f"c_{i}", heads + mlp))
+        else:
+            sites.append((f"g_{i}", f"c_{i}", heads))
+            if mlp:
+                sites.append((f"n_{i}", f"cn_{i}", mlp))
+    out = []
+    for gain, bias, readers in sites:
+        out.append((gain, bias if arch.norm_bias else None, [m for m, _ in readers],
+                    [b for _, b in readers]))
+    return out
+
+
+def _fold_gain(blocks: dict, p: dict, inverse: bool) -> None:
+    """g -> g / c (c = the folded gain; 1 where folded), readers' columns times c, the bias
+    over c: the norm gain rescaling with the gain's own entries."""
+    c = np.asarray(p["c"], dtype=float).reshape(-1, 1)
+    c = 1 / c if inverse else c
+    blocks[p["gain"]] = blocks[p["gain"]] / c
+    if p.get("bias"):
+        blocks[p["bias"]] = blocks[p["bias"]] / c
+    for m in p["readers"]:
+        blocks[m] = blocks[m] * c.T
+
+
+def _bias_into_readers(blocks: dict, p: dict, inverse: bool) -> None:
+    """c -> c - e, every reader's bias b -> b + M e (a layernorm bias moved into the readers)."""
+    e = np.asarray(p["e"], dtype=float).reshape(-1, 1) * (-1 if inverse else 1)
+    blocks[p["bias"]] = blocks[p["bias"]] - e
+    for m, b in zip(p["readers"], p["reader_biases"]):
+        blocks[b] = blocks[b] + blocks[m].dot(e)
+
+
+def _fold_final(blocks: dict, p: dict, inverse: bool) -> None:
+    c = np.asarray(p["c"], dtype=float)
+    c = 1 / c if inverse else c
+    blocks["f"] = blocks["f"] / c[:, None]
+    if "cf" in blocks:
+        blocks["cf"] = blocks["cf"] / c[:, None]
+    blocks["L"] = blocks["L"] * c[None, :]
+
+
+def _shared_qk_balance(blocks: dict, p: dict, inverse: bool) -> None:
+    """qn_i -> c qn_i, kn_i -> kn_i / c per coordinate (one c per rotated pair)."""
+    i, c = p["layer"], np.asarray(p["c"], dtype=float).reshape(-1, 1)
+    c = 1 / c if inverse else c
+    blocks[f"qn_{i}"] = blocks[f"qn_{i}"] * c
+    blocks[f"kn_{i}"] = blocks[f"kn_{i}"] / c
+
+
+def permute_groups(arch: Architecture, out: dict, move: dict) -> dict:
+    """Group permutation (kv_heads): group g of the result is group perm[g] of the input, with
+    its shared Q_g, bq_g, W_g (V_g), bv_g, qn_g and the per-head blocks of its heads in order."""
+    i, perm, old = move["layer"], move["perm"], dict(out)
+    heads = {g: actions.group_heads(arch, i, g) for g in range(1, len(perm) + 1)}
+    for g, src in enumerate(perm, start=1):
+        for name in ("Q", "W", "V", "bq", "bv", "qn"):
+            if f"{name}_{i}_{src}" in old:
+                out[f"{name}_{i}_{g}"] = old[f"{name}_{i}_{src}"]
+        for h, s in zip(heads[g], heads[src]):
+            for name in ("K", "O", "bk", "kn"):
+                if f"{name}_{i}_{s}" in old:
+                    out[f"{name}_{i}_{h}"] = old[f"{name}_{i}_{s}"]
+    return out
+
+
+def _inverse_perm(perm: list[int]) -> list[int]:
+    inv = [0] * len(perm)
+    for pos, src in enumerate(perm, start=1):
+        inv[src - 1] = pos
+    return inv
+
+
+def _act(arch: Architecture, blocks: dict, move: Move, inverse: bool) -> None:
+    """Apply one move (or its inverse) to `blocks` in place."""
+    p, kind = move.params, move.kind
+    local = {"fold gain": _fold_gain, "bias into readers": _bias_into_readers,
+             "fold final gain": _fold_final, "shared qk balance": _shared_qk_balance}
+    if kind in local:
+        local[kind](blocks, p, inverse)
+        return
+    q = dict(p)
+    if kind in ("key GL", "value GL"):
+        q["G"] = np.linalg.inv(p["G"]) if inverse else p["G"]
+        act = actions.key_gl if kind == "key GL" else actions.value_gl
+    elif kind in ("head permutation", "group permutation", "neuron permutation"):
+        q["perm"] = _inverse_perm(p["perm"]) if inverse else p["perm"]
+        act = {"head permutation": actions.permute_heads, "group permutation": permute_groups,
+               "neuron permutation": actions.permute_neurons}[kind]
+    elif kind == "neuron rescaling":
+        q["c"] = 1 / p["c"] if inverse else p["c"]
+        if "cg" in p:
+            q["cg"] = 1 / p["cg"] if inverse else p["cg"]
+        act = actions.rescale_neurons
+    elif kind == "query bias shift":
+        q["e"] = -p["e"] if inverse else p["e"]
+        act = actions.shift_query_bias
+    elif kind == "value bias shift":
+        q["e"] = -p["e"] if inverse else p["e"]
+        act = actions.shift_value_bias
+    else:  # pragma: no cover - every kind above
+        raise KeyError(kind)
+    blocks.update(act(arch, blocks, q))
+
+
+def apply_moves(arch: Architecture, blocks: dict, moves: list[Move], *, inverse: bool = False
+                ) -> dict:
+    """The blocks moved by `moves` in order (inverse: their inverses in reverse order); a copy."""
+    out = dict(blocks)
+    for move in (reversed(moves) if inverse else moves):
+        _act(arch, out, move, inverse)
+    return out
+
+
+# ------------------------------------------------------------------ the rules
+
+
+def _sign_of_largest(row: np.ndarray) -> float:
+    """+1 or -1: the sign that makes the entry of largest magnitude of `row` positive."""
+    k = int(np.argmax(np.abs(row)))
+    return -1.0 if row[k] < 0 else 1.0
+
+
+def _balanced(Mq: np.ndarray, Mk: np.ndarray, tol: float = 1e-12):
+    """G with G Mq and G^{-T} Mk in balanced SVD form (both S^1/2 times orthonormal rows,
+    singular values descending, the largest entry of each row of G Mq positive), or None when
+    Mq^T Mk has rank below Mq's rows (within tol of its largest singular value)."""
+    a = Mq.shape[0]
+    if a == 0:
+        return None
+    Qq, Rq = np.linalg.qr(Mq.T)       # Mq^T = Qq Rq (n1 x a, a x a)
+    Qk, Rk = np.linalg.qr(Mk.T)
+    X, S, Yt = np.linalg.svd(Rq.dot(Rk.T))
+    if S[-1] <= tol * max(S[0], np.finfo(float).tiny):
+        return None
+    G = (np.sqrt(S)[:, None] * X.T).dot(np.linalg.inv(Rq.T))
+    new_q = G.dot(Mq)
+    signs = np.array([_sign_of_largest(r) for r in new_q])
+    return signs[:, None] * G
+
+
+def _group_heads(arch: Architecture, i: int) -> dict[int, list[int]]:
+    return {g: actions.group_heads(arch, i, g) for g in range(1, arch.kv_counts[i - 1] + 1)}
+
+
+def _with_bias(blocks: dict, m: str, b: str) -> np.ndarray:
+    return np.hstack([blocks[m], blocks[b]]) if b in blocks else blocks[m]
+
+
+def _add(form: CanonicalForm, arch: Architecture, kind: str, **params) -> None:
+    move = Move(kind, params)
+    _act(arch, form.blocks, move, inverse=False)
+    form.moves.append(move)
+
+
+def _fold_norms(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    b = form.blocks
+    if arch.norm == "none" or arch.post_norm:
+        return
+    if "norm gain rescaling" in names or "gain and bias rescaling" in names:
+        for gain, bias, readers, reader_biases in _pre_norm_sites(arch, b):
+            c = b[gain].reshape(-1).copy()
+            zero = c == 0
+            if zero.any():
+                form.notes.append(f"{gain}: {int(zero.sum())} zero gain entries left unfolded")
+            c[zero] = 1.0
+            _add(form, arch, "fold gain", gain=gain, bias=bias, readers=readers, c=c)
+            if bias is not None and "layernorm bias into readers' biases" in names \
+                    and all(rb in b for rb in reader_biases):
+                _add(form, arch, "bias into readers", bias=bias, readers=readers,
+                     reader_biases=reader_biases, e=b[bias].reshape(-1).copy())
+    if names & {"final norm gain", "final norm gain and bias"} and "L" in b:
+        c = b["f"].reshape(-1).copy()
+        c[c == 0] = 1.0
+        _add(form, arch, "fold final gain", c=c)
+
+
+def _fix_biases(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    b = form.blocks
+    for i in range(1, arch.n_layers + 1):
+        R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+        for g in range(1, arch.kv_counts[i - 1] + 1):
+            key = "group" if arch.kv_heads is not None else "head"
+            bq = f"bq_{i}_{g}"
+            if bq in b and ("softmax query bias" in names
+                            or ("softmax query bias on unrotated coordinates" in names and R)):
+                e = -b[bq].reshape(-1).copy()
+                e[:2 * R] = 0.0
+                _add(form, arch, "query bias shift", layer=i, **{key: g}, e=e)
+            bv = f"bv_{i}_{g}"
+            if bv in b and f"bo_{i}" in b and "value bias beside output bias" in names:
+                _add(form, arch, "value bias shift", layer=i, **{key: g},
+                     e=-b[bv].reshape(-1).copy())
+
+
+def _rotary_G(Mq: np.ndarray, Mk: np.ndarray, R: int, form: CanonicalForm, where: str):
+    """The rotary commutant element: per rotated pair s Rot(phi) (balanced, the largest entry of
+    the pair's Q row turned real positive), the balanced SVD on the unrotated coordinates."""
+    a = Mq.shape[0]
+    G = np.eye(a)
+    for f in range(R):
+        rows = slice(2 * f, 2 * f + 2)
+        nq, nk = np.linalg.norm(Mq[rows]), np.linalg.norm(Mk[rows])
+        if nq == 0 or nk == 0:
+            form.notes.append(f"{where}: rotated pair {f + 1} is zero; left as it is")
+            continue
+        s = np.sqrt(nk / nq)
+        z = Mq[2 * f] + 1j * Mq[2 * f + 1]
+        k = int(np.argmax(np.abs(z)))
+        phi = -np.angle(z[k])
+        x, y = s * np.cos(phi), s * np.sin(phi)
+        G[rows, rows] = [[x, -y], [y, x]]
+    if a > 2 * R:
+        sub = _balanced(Mq[2 * R:], Mk[2 * R:])
+        if sub is None:
+            form.notes.append(f"{where}: the unrotated coordinates' QK form is rank-deficient; "
+                              "left as they are")
+        else:
+            G[2 * R:, 2 * R:] = sub
+    return G
+
+
+def _fix_heads(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    b = form.blocks
+    key = "group" if arch.kv_heads is not None else "head"
+    for i in range(1, arch.n_layers + 1):
+        R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+        for g, heads in _group_heads(arch, i).items():
+            where = f"layer {i} group {g}" if arch.kv_heads is not None else f"layer {i} head {g}"
+            Mq = _with_bias(b, f"Q_{i}_{g}", f"bq_{i}_{g}")
+            Mk = np.hstack([_with_bias(b, f"K_{i}_{h}", f"bk_{i}_{h}") for h in heads])
+            G = None
+            if R and "rotary commutant on (Q, K)" in names:
+                G = _rotary_G(Mq, Mk, R, form, where)
+            elif not R and "per-head GL(a) on (Q, K)" in names:
+                G = _balanced(Mq, Mk)
+                if G is None:
+                    form.notes.append(f"{where}: rank-deficient QK form; its GL(a) left unfixed")
+            if G is not None:
+                _add(form, arch, "key GL", layer=i, **{key: g}, G=G)
+            if "per-head GL(v) on (W, O)" in names and f"W_{i}_{g}" in b:
+                Mw = _with_bias(b, f"W_{i}_{g}", f"bv_{i}_{g}")
+                Mo = np.vstack([b[f"O_{i}_{h}"] for h in heads]).T
+                G = _balanced(Mw, Mo)
+                if G is None:
+                    form.notes.append(f"{where}: rank-deficient OV form; its GL(v) left unfixed")
+                else:
+                    _add(form, arch, "value GL", layer=i, **{key: g}, G=G)
+        if "shared QK-norm gain balance" in names:
+            qn, kn = b[f"qn_{i}"].reshape(-1), b[f"kn_{i}"].reshape(-1)
+            c = np.ones_like(qn)
+            pairs = [(2 * f, 2 * f + 2) for f in range(R)] + [(j, j + 1) for j in range(2 * R, qn.size)]
+            for lo, hi in pairs:
+                nq, nk = np.linalg.norm(qn[lo:hi]), np.linalg.norm(kn[lo:hi])
+                if nq > 0 and nk > 0:
+                    c[lo:hi] = np.sqrt(nk / nq) * _sign_of_largest(qn[lo:hi])
+            _add(form, arch, "shared qk balance", layer=i, c=c)
+
+
+def _sort_heads(arch: Architecture, form: CanonicalForm) -> None:
+    b = form.blocks
+    for i in range(1, arch.n_layers + 1):
+        if f"W_{i}_1" not in b:
+            continue
+        groups = _group_heads(arch, i)
+
+        def head_key(h: int, g: int) -> tuple[float, float]:
+            O, W = b[f"O_{i}_{h}"], b[f"W_{i}_{g}"]
+            ov = float(np.trace(W.dot(W.T).dot(O.T.dot(O))))
+            K, Q = b[f"K_{i}_{h}"], b[f"Q_{i}_{g}"]
+            qk = float(np.trace(Q.dot(Q.T).dot(K.dot(K.T))))
+            return (-ov, -qk)
+
+        perm = list(range(1, arch.head_counts[i - 1] + 1))
+        for g, heads in groups.items():
+            order = sorted(heads, key=lambda h: head_key(h, g))
+            for pos, h in zip(heads, order):
+                perm[pos - 1] = h
+        if perm != sorted(perm):
+            _add(form, arch, "head permutation", layer=i, perm=perm)
+        if arch.kv_heads is not None and len(groups) > 1:
+            keys = {g: min(head_key(h, g) for h in heads) for g, heads in groups.items()}
+            order = sorted(groups, key=lambda g: keys[g])
+            if order != sorted(order):
+                _add(form, arch, "group permutation", layer=i, perm=order)
+
+
+def _norms(M: np.ndarray, axis: int) -> np.ndarray:
+    return np.sqrt((M * M).sum(axis=axis))
+
+
+def _fix_neurons(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    b = form.blocks
+    for i in range(1, arch.n_layers + 1):
+        if arch.mlp_widths[i - 1] == 0:
+            continue
+        where = f"layer {i} MLP"
+        gated = arch.mlp_kind == "gated"
+        if "MLP neuron rescaling" in names:
+            params = {}
+            if gated and arch.activation in ("square", "relu"):
+                gn = _norms(_with_bias(b, f"G_{i}", f"bg_{i}"), 1)
+                cg = np.where(gn > 0, 1 / np.where(gn > 0, gn, 1), 1.0)
+                if arch.activation == "square":
+                    cg = cg * np.array([_sign_of_largest(r) for r in b[f"G_{i}"]])
+                params["cg"] = cg
+                _add(form, arch, "neuron rescaling", layer=i, c=np.ones_like(cg), cg=cg)
+            pn = _norms(_with_bias(b, f"P_{i}", f"bp_{i}"), 1)
+            un = _norms(b[f"U_{i}"], 0)
+            ok = (pn > 0) & (un > 0)
+            if not ok.all():
+                form.notes.append(f"{where}: {int((~ok).sum())} zero neurons left unscaled")
+            power = 2 if (not gated and arch.activation == "square") else 1
+            ratio = np.where(ok, un / np.where(ok, pn, 1), 1.0)
+            c = ratio ** (1 / (1 + power))
+            if gated or arch.activation == "square":   # c < 0 is a symmetry there too
+                c = c * np.array([_sign_of_largest(r) for r in b[f"P_{i}"]])
+            _add(form, arch, "neuron rescaling", layer=i, c=c)
+        key = _norms(_with_bias(b, f"P_{i}", f"bp_{i}"), 1) * _norms(b[f"U_{i}"], 0)
+        if gated:
+            key = key * _norms(_with_bias(b, f"G_{i}", f"bg_{i}"), 1)
+        order = list(np.lexsort((b[f"U_{i}"][0], -key)) + 1)
+        if order != sorted(order):
+            _add(form, arch, "neuron permutation", layer=i, perm=[int(j) for j in order])
+
+
+def canonical_form(arch: Architecture, blocks: dict) -> CanonicalForm:
+    """The canonical representative of `blocks` (numpy or torch float64 blocks of `arch`) under
+    the families of `QUOTIENTED` and `DISCRETE` that apply to it (module docstring)."""
+    b = {k: np.array(v.detach().cpu() if hasattr(v, "detach") else v, dtype=np.float64)
+         for k, v in blocks.items()}
+    form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch))
+    names = set(form.quotiented)
+    _fold_norms(arch, form, names)
+    _fix_biases(arch, form, names)
+    _fix_heads(arch, form, names)
+    _sort_heads(arch, form)
+    _fix_neurons(arch, form, names)
+    return form
+
+
+# ------------------------------------------------------------------ random elements (for checks)
+
+
+def _random_commutant(rng: np.random.Generator, a: int, R: int) -> np.ndarray:
+    G = np.zeros((a, a))
+    for f in range(R):
+        x, y = rng.normal(size=2)
+        G[2 * f:2 * f + 2, 2 * f:2 * f + 2] = [[x, -y], [y, x]]
+    if a > 2 * R:
+        G[2 * R:, 2 * R:] = rng.normal(size=(a - 2 * R, a - 2 * R)) + 2 * np.eye(a - 2 * R)
+    return G
+
+
+def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> list[Move]:
+    """A random element of the group `canonical_form` quotients by for `arch`, as moves (every
+    quotiented family and every discrete one that applies, each with random parameters)."""
+    rng = np.random.default_rng(seed)
+    names = set(quotiented(arch))
+    b = {k: np.asarray(v.detach().cpu() if hasattr(v, "detach") else v) for k, v in blocks.items()}
+    moves: list[Move] = []
+    key = "group" if arch.kv_heads is not None else "head"
+
+    def scales(n: int, signs: bool = True) -> np.ndarray:
+        c = np.exp(rng.uniform(-0.7, 0.7, size=n))
+        return c * rng.choice([-1.0, 1.0], size=n) if signs else c
+
+    if arch.norm != "none" and not arch.post_norm and names & {"norm gain rescaling",
+                                                              "gain and bias rescaling"}:
+        for gain, bias, readers, reader_biases in _pre_norm_sites(arch, b):
+            n = b[gain].size
+            moves.append(Move("fold gain", dict(gain=gain, bias=bias, readers=readers,
+                                                c=scales(n))))
+            if bias is not None and "layernorm bias into readers' biases" in names \
+                    and all(rb in b for rb in reader_biases):
+                moves.append(Move("bias into readers", dict(bias=bias, readers=readers,
+                                                            reader_biases=reader_biases,
+                                                            e=rng.normal(size=n))))
+    if names & {"final norm gain", "final norm gain and bias"} and "L" in b:
+        moves.append(Move("fold final gain", dict(c=scales(b["f"].size))))
+    for i in range(1, arch.n_layers + 1):
+        R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+        groups = _group_heads(arch, i)
+        for g in groups:
+            a, where = b[f"Q_{i}_{g}"].shape[0], {"layer": i, key: g}
+            if f"bq_{i}_{g}" in b and ("softmax query bias" in names or
+                                       ("softmax query bias on unrotated coordinates" in names and R)):
+                e = rng.normal(size=a)
+                e[:2 * R] = 0
+                moves.append(Move("query bias shift", dict(where, e=e)))
+            if f"bv_{i}_{g}" in b and f"bo_{i}" in b and "value bias beside output bias" in names:
+                moves.append(Move("value bias shift", dict(where, e=rng.normal(size=b[f"bv_{i}_{g}"].size))))
+            if R and "rotary commutant on (Q, K)" in names:
+                moves.append(Move("key GL", dict(where, G=_random_commutant(rng, a, R))))
+            elif not R and "per-head GL(a) on (Q, K)" in names:
+                moves.append(Move("key GL", dict(where, G=_random_commutant(rng, a, 0))))
+            if "per-head GL(v) on (W, O)" in names and f"W_{i}_{g}" in b:
+                v = b[f"W_{i}_{g}"].shape[0]
+                moves.append(Move("value GL", dict(where, G=_random_commutant(rng, v, 0))))
+        if "shared QK-norm gain balance" in names:
+            n = b[f"qn_{i}"].size
+            c = scales(n)
+            c[1:2 * R:2] = c[0:2 * R:2]
+            moves.append(Move("shared qk balance", dict(layer=i, c=c)))
+        if f"W_{i}_1" in b:
+            perm = list(range(1, arch.head_counts[i - 1] + 1))
+            for heads in groups.values():
+                for pos, h in zip(heads, rng.permutation(heads)):
+                    perm[pos - 1] = int(h)
+            moves.append(Move("head permutation", dict(layer=i, perm=perm)))
+            if arch.kv_heads is not None and len(groups) > 1:
+                moves.append(Move("group permutation",
+                                  dict(layer=i, perm=[int(g) for g in rng.permutation(list(groups)) ])))
+        m = arch.mlp_widths[i - 1]
+        if m:
+            gated = arch.mlp_kind == "gated"
+            if "MLP neuron rescaling" in names:
+                params = dict(layer=i, c=scales(m, signs=gated or arch.activation == "square"))
+                if gated and arch.activation in ("square", "relu"):
+                    params["cg"] = scales(m, signs=arch.activation == "square")
+                moves.append(Move("neuron rescaling", params))
+            moves.append(Move("neuron permutation",
+                              dict(layer=i, perm=[int(j) + 1 for j in rng.permutation(m)])))
+    return moves
