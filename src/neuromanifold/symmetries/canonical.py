@@ -369,6 +369,14 @@ def _fix_heads(arch: Architecture, form: CanonicalForm, names: set[str]) -> None
             _add(form, arch, "shared qk balance", layer=i, c=c)
 
 
+def _head_key(b: dict, i: int, h: int, g: int) -> tuple[float, float]:
+    """(-||O_h W_g||_F^2, -||K_h^T Q_g||_F^2): heads sort by their OV, then QK, norms."""
+    O, W = b[f"O_{i}_{h}"], b[f"W_{i}_{g}"]
+    K, Q = b[f"K_{i}_{h}"], b[f"Q_{i}_{g}"]
+    return (-float(np.trace(W.dot(W.T).dot(O.T.dot(O)))),
+            -float(np.trace(Q.dot(Q.T).dot(K.dot(K.T)))))
+
+
 def _sort_heads(arch: Architecture, form: CanonicalForm) -> None:
     b = form.blocks
     for i in range(1, arch.n_layers + 1):
@@ -376,12 +384,8 @@ def _sort_heads(arch: Architecture, form: CanonicalForm) -> None:
             continue
         groups = _group_heads(arch, i)
 
-        def head_key(h: int, g: int) -> tuple[float, float]:
-            O, W = b[f"O_{i}_{h}"], b[f"W_{i}_{g}"]
-            ov = float(np.trace(W.dot(W.T).dot(O.T.dot(O))))
-            K, Q = b[f"K_{i}_{h}"], b[f"Q_{i}_{g}"]
-            qk = float(np.trace(Q.dot(Q.T).dot(K.dot(K.T))))
-            return (-ov, -qk)
+        def head_key(h: int, g: int, i: int = i) -> tuple[float, float]:
+            return _head_key(b, i, h, g)
 
         perm = list(range(1, arch.head_counts[i - 1] + 1))
         for g, heads in groups.items():
