@@ -17,12 +17,13 @@ at float64 round-off. The column "transformers' float32 paths" measures the unpa
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import torch
 
 from neuromanifold.models.convert import from_transformers, hidden_state, logits
+from neuromanifold.models.float64 import float64_model
+from neuromanifold.models.float64 import register as _register
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, run or loaded by path
 from doc_blocks import print_or_write, read_block  # noqa: E402
@@ -65,48 +66,6 @@ BERT_SIZES = [dict(hidden_size=4, num_attention_heads=2, num_hidden_layers=1, in
                    vocab_size=11),
               dict(hidden_size=6, num_attention_heads=3, num_hidden_layers=2, intermediate_size=7,
                    vocab_size=9)]
-
-
-def _float64_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **_):  # noqa: ARG001 (transformers' signature)
-    """transformers' eager attention in float64 throughout; explicit, never fused."""
-    n = query.shape[1] // key.shape[1]
-    key, value = key.repeat_interleave(n, dim=1), value.repeat_interleave(n, dim=1)
-    w = query @ key.transpose(2, 3) * scaling
-    if attention_mask is not None:
-        w = w + attention_mask[:, :, :, : key.shape[-2]]
-    return (torch.softmax(w, dim=-1) @ value).transpose(1, 2).contiguous(), w
-
-
-def _register() -> None:
-    from transformers import AttentionInterface  # noqa: PLC0415
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS  # noqa: PLC0415
-    AttentionInterface.register("float64_eager", _float64_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register("float64_eager", ALL_MASK_ATTENTION_FUNCTIONS["eager"])
-
-
-def float64_model(model) -> None:
-    """The rotary tables and RMSNorm statistics of a rotary model in float64 (transformers'
-    formulas; it computes them in float32)."""
-    rot = next(m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding"))
-    base = model.config.rope_parameters["rope_theta"]
-    dim = 2 * rot.inv_freq.numel()
-    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-
-    def rotary(self, x, position_ids):  # noqa: ARG001 (replaces a method)
-        freqs = position_ids[..., None].double() * inv
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    def rms(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
-
-    def gemma_rms(self, x):                     # Gemma's norm scales by (1 + w)
-        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)) * (1.0 + self.weight)
-
-    rot.forward = types.MethodType(rotary, rot)
-    for mod in model.modules():
-        if type(mod).__name__.endswith("RMSNorm"):
-            mod.forward = types.MethodType(rms if hasattr(mod, "variance_epsilon") else gemma_rms, mod)
 
 
 def random_model(cls, config, seed: int, attention: str = "float64_eager"):
