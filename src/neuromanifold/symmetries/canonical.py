@@ -538,3 +538,106 @@ def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> lis
             moves.append(Move("neuron permutation",
                               dict(layer=i, perm=[int(j) + 1 for j in rng.permutation(m)])))
     return moves
+
+
+# ------------------------------------------------------------------ alignment (for merging)
+
+
+def _procrustes(target: np.ndarray, source: np.ndarray, R: int) -> np.ndarray:
+    """The orthogonal G (a rotation on each of the first R coordinate pairs, any orthogonal
+    block on the rest, nothing across) minimising ||G source - target||_F."""
+    a = target.shape[0]
+    G = np.eye(a)
+    for f in range(R):
+        M = target[2 * f:2 * f + 2].dot(source[2 * f:2 * f + 2].T)
+        theta = np.arctan2(M[1, 0] - M[0, 1], M[0, 0] + M[1, 1])
+        c, s = np.cos(theta), np.sin(theta)
+        G[2 * f:2 * f + 2, 2 * f:2 * f + 2] = [[c, -s], [s, c]]
+    if a > 2 * R:
+        U, _, Vt = np.linalg.svd(target[2 * R:].dot(source[2 * R:].T))
+        G[2 * R:, 2 * R:] = U.dot(Vt)
+    return G
+
+
+def _cost(target: dict, source: dict, names_t: list[str], names_s: list[str]) -> float:
+    return float(sum(((target[n] - source[m]) ** 2).sum()
+                     for n, m in zip(names_t, names_s) if n in target and m in source))
+
+
+def align_moves(arch: Architecture, target: dict, source: dict) -> list[Move]:
+    """Moves of the group left on canonical forms (permutations, and the orthogonal part of the
+    QK and OV gauges that keeps a balanced form balanced) bringing the canonical blocks
+    `source` close to the canonical blocks `target`: groups, heads within groups and MLP
+    neurons matched by linear assignment on squared distances (scipy's
+    linear_sum_assignment), then per group an orthogonal Procrustes fit of QK and of OV
+    (rotations per rotated pair under rotary positions). Exact for source = g target; for
+    two unrelated networks a heuristic (one pass, not a global optimum)."""
+    from scipy.optimize import linear_sum_assignment  # noqa: PLC0415
+
+    b = {k: np.array(v, dtype=float) for k, v in source.items()}
+    t = target
+    moves: list[Move] = []
+    names = set(quotiented(arch))
+    key = "group" if arch.kv_heads is not None else "head"
+
+    def add(kind: str, **params) -> None:
+        move = Move(kind, params)
+        _act(arch, b, move, inverse=False)
+        moves.append(move)
+
+    for i in range(1, arch.n_layers + 1):
+        R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
+        groups = _group_heads(arch, i)
+        if f"W_{i}_1" in t:
+            shared = ("Q", "W", "V", "bq", "bv", "qn")
+            per_head = ("K", "O", "bk", "kn")
+            if arch.kv_heads is not None and len(groups) > 1:
+                gs = list(groups)
+                cost = np.array([[_cost(t, b, [f"{n}_{i}_{g}" for n in shared],
+                                        [f"{n}_{i}_{s}" for n in shared])
+                                  + sum(_cost(t, b, [f"{n}_{i}_{h}" for n in per_head],
+                                              [f"{n}_{i}_{k}" for n in per_head])
+                                        for h, k in zip(groups[g], groups[s]))
+                                  for s in gs] for g in gs])
+                _, cols = linear_sum_assignment(cost)
+                perm = [gs[c] for c in cols]
+                if perm != gs:
+                    add("group permutation", layer=i, perm=perm)
+            perm = list(range(1, arch.head_counts[i - 1] + 1))
+            for heads in groups.values():
+                names_of = per_head if arch.kv_heads is not None else shared + per_head
+                cost = np.array([[_cost(t, b, [f"{n}_{i}_{h}" for n in names_of],
+                                        [f"{n}_{i}_{k}" for n in names_of]) for k in heads]
+                                 for h in heads])
+                _, cols = linear_sum_assignment(cost)
+                for pos, c in zip(heads, cols):
+                    perm[pos - 1] = heads[c]
+            if perm != sorted(perm):
+                add("head permutation", layer=i, perm=perm)
+        for g, heads in groups.items():
+            where = {"layer": i, key: g}
+            if (R and "rotary commutant on (Q, K)" in names) or \
+                    (not R and "per-head GL(a) on (Q, K)" in names):
+                X_t = np.hstack([_with_bias(t, f"Q_{i}_{g}", f"bq_{i}_{g}")] +
+                                [_with_bias(t, f"K_{i}_{h}", f"bk_{i}_{h}") for h in heads])
+                X_s = np.hstack([_with_bias(b, f"Q_{i}_{g}", f"bq_{i}_{g}")] +
+                                [_with_bias(b, f"K_{i}_{h}", f"bk_{i}_{h}") for h in heads])
+                add("key GL", **where, G=_procrustes(X_t, X_s, R))
+            if "per-head GL(v) on (W, O)" in names and f"W_{i}_{g}" in t:
+                X_t = np.hstack([_with_bias(t, f"W_{i}_{g}", f"bv_{i}_{g}")] +
+                                [t[f"O_{i}_{h}"].T for h in heads])
+                X_s = np.hstack([_with_bias(b, f"W_{i}_{g}", f"bv_{i}_{g}")] +
+                                [b[f"O_{i}_{h}"].T for h in heads])
+                add("value GL", **where, G=_procrustes(X_t, X_s, 0))
+        if arch.mlp_widths[i - 1]:
+            def rows(blocks: dict, i: int = i) -> np.ndarray:
+                parts = [blocks[f"U_{i}"].T] + [blocks[n] for n in (f"P_{i}", f"G_{i}", f"bp_{i}",
+                                                                     f"bg_{i}") if n in blocks]
+                return np.hstack(parts)
+            A, B = rows(t), rows(b)
+            cost = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A.dot(B.T)
+            _, cols = linear_sum_assignment(cost)
+            perm = [int(c) + 1 for c in cols]
+            if perm != sorted(perm):
+                add("neuron permutation", layer=i, perm=perm)
+    return moves

@@ -1,0 +1,452 @@
+"""Canonical checkpoints and the same-function test (docs/canonical.md).
+
+`canonical(source, out)` reads a checkpoint (a `save_pretrained` folder, a model in the local
+Hugging Face cache, or a live transformers model) of a converted family, moves its weights to
+the canonical representative of their orbit (`symmetries.canonical.canonical_form`, on the
+native blocks of its whole context), writes them back into transformers' own model
+(`writeback.write_blocks`) in the checkpoint's dtype, and checks itself: transformers' forward
+of the result, in float64, against the original's on seeded random token sequences; a relative
+difference above the dtype's tolerance is an error (`ComputationError`, exit code 1), never a
+warning. With `out` the checkpoint is written to a hidden folder beside `out`, checked there
+(loaded again by `from_pretrained`) and only then moved into place, with a `canonical.json`
+saying what was quotiented, what was not, and the check.
+
+`same_function(a, b)` canonicalises both and compares the canonical blocks; where they differ,
+the outputs on random sequences decide "different" (a witness) or "undecided" (equal outputs,
+different canonical forms: a symmetry the canonical form does not quotient may relate them).
+With `align`, B is moved into A's gauge (`symmetries.canonical.align_moves` then A's moves
+undone) and written as a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..core.checks import bad_type, bad_value, check_choice, check_int
+from ..errors import ComputationError
+from ..symmetries import canonical as forms
+from . import certify, hf
+from .checkpoint import _model_at, _native, _is_pretrained
+from .convert import from_transformers, hidden_state, logits
+from .float64 import attention_for, float64_model, register
+from .writeback import write_blocks
+
+# Relative logit difference a canonical checkpoint may show against its original, by the dtype
+# it is stored in (its weights are rounded to that dtype after the move).
+TOLERANCE = {"float64": 1e-10, "float32": 1e-4, "float16": 5e-2, "bfloat16": 5e-2}
+# Canonical blocks of two checkpoints of one function agree to this relative difference.
+SAME_TOLERANCE = {"float64": 1e-8, "float32": 1e-4, "float16": 5e-2, "bfloat16": 5e-2}
+CHECK_SEQUENCES = 4
+_SKIP_FIELDS = ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "architectures",
+                "_attn_implementation_autoset", "_commit_hash", "attn_implementation",
+                "_attn_implementation", "output_hidden_states", "use_cache")
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json", "config.json")
+
+
+@dataclass
+class Loaded:
+    """A checkpoint as transformers' model holding its weights in float64, with where it came
+    from, its dtype as stored, and the folder of its other files (tokenizer, ...) if any."""
+
+    model: object
+    family: str
+    source: str
+    dtype: str
+    folder: Path | None
+    output: str
+    notes: list = field(default_factory=list)
+
+
+def _context(config) -> int:
+    """Tokens of the native network canonicalised: the whole position table where positions are
+    learned (every row is a parameter), else 8 (the weights do not depend on t; at least 2, so
+    that the rotary families are those of sequences)."""
+    for name in ("n_positions", "max_position_embeddings"):
+        if getattr(config, name, None):
+            if config.model_type in ("gpt2", "bert"):
+                return int(getattr(config, name))
+            window = certify.sliding_window(config.to_dict())
+            return max(2, min(8, int(getattr(config, name)), window or 8))
+    return 8
+
+
+def load(source, output: str = "logits") -> Loaded:
+    """`source` as transformers' model with its weights in float64 (a live model is copied)."""
+    output = check_choice("output", output, certify.OUTPUTS)
+    hf.require_transformers("canonical forms of checkpoints")
+    if isinstance(source, torch.nn.Module):
+        if not _is_pretrained(source):
+            raise bad_type("source", "a transformers PreTrainedModel or a checkpoint folder",
+                           type(source).__name__, "Pass the model or the folder "
+                           "save_pretrained wrote.")
+        mt = getattr(source.config, "model_type", None)
+        _native(source.config.to_dict(), 2, output if mt != "bert" else "hidden",
+                f"{type(source).__name__}.config")
+        dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in source.parameters()})
+        model = copy.deepcopy(source).to("cpu", torch.float64).eval()
+        return Loaded(model, mt, f"live {type(source).__name__}", _widest(dtypes), None,
+                      "hidden" if mt == "bert" else output)
+    if not isinstance(source, (str, Path)):
+        raise bad_type("source", "a checkpoint folder, a cached hub name or a transformers model",
+                       type(source).__name__, "Pass the folder save_pretrained wrote.")
+    from ..io.checkpoints import find_checkpoint, read_config_file, read_state_dict  # noqa: PLC0415
+    from .checkpoint import reading_estimate  # noqa: PLC0415
+    from ..dimension.memory import check_memory  # noqa: PLC0415
+
+    files = find_checkpoint(source)
+    config = read_config_file(files)
+    mt = config.get("model_type")
+    output = "hidden" if mt == "bert" else output
+    _native(config, 2, output, files.config_path)
+    check_memory(reading_estimate(files))
+    state = read_state_dict(files)
+    _, notes = _model_at(config, state, files, output)     # its checks, one line each
+    dtype = _widest(list(state.dtypes))
+    del state
+    return Loaded(_pretrained(files.folder, mt, output), mt, str(source), dtype, files.folder,
+                  output, notes)
+
+
+def _pretrained(folder: Path, family: str, output: str):
+    """transformers' own loading of the checked folder, in float64, with the attention that
+    computes in float64: the causal-LM class, or the base model (BERT, or a hidden state)."""
+    import transformers  # noqa: PLC0415
+
+    register()
+    quiet()
+    kw = dict(dtype=torch.float64, attn_implementation=attention_for(family))
+    if family == "bert":
+        return transformers.BertModel.from_pretrained(folder, add_pooling_layer=False, **kw).eval()
+    try:
+        return transformers.AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
+    except (OSError, ValueError, KeyError):
+        if output != "hidden":
+            raise
+        return transformers.AutoModel.from_pretrained(folder, **kw).eval()
+
+
+def quiet() -> None:
+    """transformers' progress bars and notes off (stderr carries this tool's own progress)."""
+    import transformers  # noqa: PLC0415
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _widest(dtypes: list[str]) -> str:
+    order = ("float64", "float32", "bfloat16", "float16")
+    known = [d for d in order if d in dtypes]
+    return known[0] if known else "float32"
+
+
+def _native_network(loaded: Loaded):
+    t = _context(loaded.model.config)
+    arch = certify.native_network(loaded.model.config.to_dict(), t, loaded.output)
+    if loaded.output == "hidden" and loaded.family != "bert":
+        from .checkpoint import _convert  # noqa: PLC0415
+
+        _, blocks = _convert(loaded.model, t, "hidden")
+    else:
+        _, blocks = from_transformers(loaded.model, t)
+    return arch, blocks
+
+
+def _sequences(config, seed: int, n: int = CHECK_SEQUENCES) -> torch.Tensor:
+    t = min(16, _context(config) if config.model_type not in ("gpt2", "bert") else
+            int(getattr(config, "n_positions", None) or config.max_position_embeddings))
+    t = max(t, 2)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, config.vocab_size, (n, t), generator=gen)
+
+
+def _float64_forward(model, ids: torch.Tensor, output: str) -> torch.Tensor:
+    """transformers' own forward of `model` (float64) at float64 round-off: its output
+    (logits, or the last hidden state) on token ids."""
+    register()
+    float64_model(model)
+    model.config._attn_implementation = attention_for(model.config.model_type)
+    with torch.no_grad():
+        if output == "hidden" or model.config.model_type == "bert":
+            base = model.base_model if model.config.model_type != "bert" else model
+            return base(ids).last_hidden_state
+        return model(ids).logits
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / a.abs().max().clamp_min(1e-300))
+
+
+@dataclass
+class CanonicalResult:
+    """What `canonical` did: the canonical model (transformers', in the stored dtype), the
+    check's relative difference and tolerance, the families quotiented and not, notes."""
+
+    model: object
+    family: str
+    source: str
+    dtype: str
+    check_difference: float
+    tolerance: float
+    quotiented: tuple
+    not_quotiented: tuple
+    moves: int
+    notes: list
+    out: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "family": self.family, "dtype": self.dtype,
+                "out": self.out, "check": {"relative_difference": self.check_difference,
+                                           "tolerance": self.tolerance,
+                                           "sequences": CHECK_SEQUENCES,
+                                           "passed": self.check_difference <= self.tolerance},
+                "quotiented": list(self.quotiented) + list(forms.DISCRETE),
+                "not_quotiented": list(self.not_quotiented), "moves": self.moves,
+                "notes": list(self.notes)}
+
+
+def _check_out(out: Path, force: bool) -> Path:
+    out = Path(out)
+    if out.exists() and not force:
+        raise bad_value("out", "a path that does not exist yet", str(out),
+                        "Pass another -o folder, or --force to replace it.")
+    if out.exists() and not out.is_dir():
+        raise bad_value("out", "a folder (or a path that does not exist)", f"{out} (a file)",
+                        "Pass a folder name.")
+    if not out.parent.exists():
+        raise bad_value("out", "a path in an existing folder", str(out),
+                        f"Create the folder {out.parent} first.")
+    if not os.access(out.parent, os.W_OK):
+        raise bad_value("out", "a path in a writable folder", str(out),
+                        "Pass a folder you can write to.")
+    return out
+
+
+@contextlib.contextmanager
+def _staged_folder(out: Path):
+    """A hidden folder beside `out`, moved into place (replacing `out`) only if the block
+    succeeds; removed otherwise."""
+    temp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
+    temp.mkdir()
+    try:
+        yield temp
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(out, old)
+    os.replace(temp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_side_files(folder: Path | None, target: Path) -> list[str]:
+    """The source folder's other files (tokenizer, generation config, ...), copied as they are."""
+    copied = []
+    if folder is None:
+        return copied
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and p.name not in _WEIGHT_FILES and not p.name.startswith(".") \
+                and not p.name.endswith((".safetensors", ".bin")) and not (target / p.name).exists():
+            shutil.copy2(p, target / p.name)
+            copied.append(p.name)
+    return copied
+
+
+def _to_dtype(model, dtype: str):
+    return model.to(getattr(torch, dtype))
+
+
+def _save_checked(model, loaded: Loaded, out: Path, ids, expected, tolerance: float,
+                  document: dict) -> float:
+    """Save `model` (stored dtype) into a staged folder, load it again with from_pretrained in
+    float64, compare its output with `expected`; move it into place only if within tolerance."""
+    with _staged_folder(out) as temp:
+        model.save_pretrained(temp)
+        copied = _copy_side_files(loaded.folder, temp)
+        register()
+        quiet()
+        kw = {"add_pooling_layer": False} if loaded.family == "bert" else {}
+        again = type(model).from_pretrained(temp, dtype=torch.float64,
+                                            attn_implementation=attention_for(loaded.family),
+                                            **kw).eval()
+        difference = _relative(expected, _float64_forward(again, ids, loaded.output))
+        del again
+        document["check"]["relative_difference"] = difference
+        document["check"]["passed"] = difference <= tolerance
+        document["copied"] = copied
+        if difference > tolerance:
+            raise ComputationError(f"canonical: the checkpoint written for {loaded.source} gives "
+                                   f"outputs {difference:.2e} (relative) from the original's, "
+                                   f"above the tolerance {tolerance:.0e} for {loaded.dtype}; "
+                                   "nothing was written; please report it (--debug)")
+        (temp / "canonical.json").write_text(json.dumps(document, indent=2) + "\n",
+                                             encoding="utf-8")
+    return difference
+
+
+def canonical(source, out=None, *, force: bool = False, output: str = "logits", seed: int = 0,
+              tolerance: float | None = None, progress=None) -> CanonicalResult:
+    """The canonical checkpoint of `source` (module docstring); written to `out` when given.
+
+    Example:
+        >>> result = canonical("runs/gpt2", "runs/gpt2-canonical")    # doctest: +SKIP
+        >>> result.check_difference < result.tolerance                 # doctest: +SKIP
+        True
+    """
+    say = progress or (lambda _message: None)
+    if out is not None:
+        out = _check_out(out, force)
+    seed = check_int("seed", seed, minimum=0, fix="Pass a seed >= 0.")
+    loaded = load(source, output)
+    tol = TOLERANCE[loaded.dtype] if tolerance is None else float(tolerance)
+    model = loaded.model
+    quiet()
+    ids = _sequences(model.config, seed)
+    say(f"canonical: {loaded.source}: {loaded.family}, {sum(p.numel() for p in model.parameters())} "
+        f"parameters ({loaded.dtype}); the original's outputs on {len(ids)} sequences")
+    expected = _float64_forward(model, ids, loaded.output)
+    arch, blocks = _native_network(loaded)
+    say(f"canonical: the canonical form of {len(blocks)} blocks")
+    form = forms.canonical_form(arch, blocks)
+    del blocks
+    write_blocks(model, arch, form.blocks)
+    moves, notes = len(form.moves), list(loaded.notes) + form.notes
+    result = CanonicalResult(None, loaded.family, loaded.source, loaded.dtype, float("nan"), tol,
+                             form.quotiented, form.not_quotiented, moves, notes,
+                             None if out is None else str(out))
+    del form
+    model = _to_dtype(model, loaded.dtype)
+    document = result.to_dict()
+    if out is not None:
+        say(f"canonical: writing {out} and checking it through from_pretrained")
+        result.check_difference = _save_checked(model, loaded, out, ids, expected, tol, document)
+    else:
+        check = copy.deepcopy(model).to(torch.float64)
+        result.check_difference = _relative(expected, _float64_forward(check, ids, loaded.output))
+        del check
+        if result.check_difference > tol:
+            raise ComputationError(f"canonical: the canonical model of {loaded.source} gives "
+                                   f"outputs {result.check_difference:.2e} (relative) from the "
+                                   f"original's, above the tolerance {tol:.0e}; please report it")
+    result.model = model
+    return result
+
+
+# ------------------------------------------------------------------ same function
+
+
+def _config_fields(model) -> dict:
+    return {k: v for k, v in model.config.to_dict().items() if k not in _SKIP_FIELDS}
+
+
+def _check_same_config(a: Loaded, b: Loaded) -> None:
+    fa, fb = _config_fields(a.model), _config_fields(b.model)
+    if a.family != b.family:
+        raise bad_value("B", f"a checkpoint of A's family ({a.family})", b.family,
+                        "Compare two checkpoints of the same config.")
+    differ = sorted(k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k))
+    if differ:
+        k = differ[0]
+        raise bad_value("B", f"a checkpoint of A's config ({k} = {fa.get(k)!r})",
+                        f"{k} = {fb.get(k)!r}" + (f" and {len(differ) - 1} more fields differ"
+                                                  if len(differ) > 1 else ""),
+                        "Compare two checkpoints of the same config.")
+
+
+def _block_difference(a: dict, b: dict) -> tuple[float, str]:
+    """The largest relative difference of two block sets (per block: max |a - b| over max |a|),
+    and the block where it is."""
+    worst, where = 0.0, ""
+    for k in a:
+        scale = max(float(np.abs(a[k]).max()), 1e-300)
+        d = float(np.abs(a[k] - b[k]).max()) / scale
+        if d > worst:
+            worst, where = d, k
+    return worst, where
+
+
+@dataclass
+class SameFunction:
+    verdict: str                 # "same", "different" or "undecided"
+    max_difference: float
+    where: str
+    output_difference: float
+    tolerance: float
+    not_quotiented: tuple
+    aligned: dict | None = None
+
+    @property
+    def same(self) -> bool | None:
+        return {"same": True, "different": False}.get(self.verdict)
+
+    def to_dict(self) -> dict:
+        return {"same": self.same, "verdict": self.verdict, "max_difference": self.max_difference,
+                "largest_in": self.where, "output_difference": self.output_difference,
+                "tolerance": self.tolerance, "not_quotiented": list(self.not_quotiented),
+                "aligned": self.aligned}
+
+
+def _outputs(arch, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
+    t = {k: torch.as_tensor(v) for k, v in blocks.items()}
+    return hidden_state(arch, t, ids) if arch.hidden_output else logits(arch, t, ids)
+
+
+def same_function(a, b, *, tolerance: float | None = None, align=None, force: bool = False,
+                  output: str = "logits", seed: int = 0, progress=None) -> SameFunction:
+    """Whether checkpoints `a` and `b` of one config compute the same function up to the group
+    (module docstring); with `align`, B moved into A's gauge is written there."""
+    say = progress or (lambda _message: None)
+    if align is not None:
+        align = _check_out(align, force)
+    A, B = load(a, output), load(b, output)
+    _check_same_config(A, B)
+    dtype = _widest([A.dtype, B.dtype])
+    tol = SAME_TOLERANCE[dtype] if tolerance is None else float(tolerance)
+    arch, blocks_a = _native_network(A)
+    _, blocks_b = _native_network(B)
+    say("same-function: canonical forms of A and B")
+    form_a, form_b = forms.canonical_form(arch, blocks_a), forms.canonical_form(arch, blocks_b)
+    difference, where = _block_difference(form_a.blocks, form_b.blocks)
+    ids = _sequences(A.model.config, seed, 8)
+    t = min(arch.tokens, ids.shape[1])
+    out_a, out_b = _outputs(arch, blocks_a, ids[:, :t]), _outputs(arch, blocks_b, ids[:, :t])
+    out_difference = _relative(out_a, out_b)
+    if difference <= tol:
+        verdict = "same"
+    elif out_difference > tol:
+        verdict = "different"
+    else:
+        verdict = "undecided"
+    result = SameFunction(verdict, difference, where, out_difference, tol, form_a.not_quotiented)
+    if align is not None:
+        say(f"same-function: B moved into A's gauge, written to {align}")
+        matched = forms.align_moves(arch, form_a.blocks, form_b.blocks)
+        aligned = forms.apply_moves(arch, forms.apply_moves(arch, form_b.blocks, matched),
+                                    form_a.moves, inverse=True)
+        before, _ = _block_difference({k: np.asarray(v) for k, v in blocks_a.items()},
+                                      {k: np.asarray(v) for k, v in blocks_b.items()})
+        after, _ = _block_difference({k: np.asarray(v) for k, v in blocks_a.items()}, aligned)
+        expected = _float64_forward(B.model, ids, B.output)
+        write_blocks(B.model, arch, aligned)
+        model = _to_dtype(B.model, B.dtype)
+        document = {"source": B.source, "aligned_to": A.source,
+                    "relative_difference_to_A": {"before": before, "after": after},
+                    "check": {"tolerance": TOLERANCE[B.dtype], "sequences": len(ids)},
+                    "not_quotiented": list(form_a.not_quotiented)}
+        _save_checked(model, B, align, ids, expected, TOLERANCE[B.dtype], document)
+        result.aligned = {"out": str(align), "before": before, "after": after,
+                          "check": document["check"]["relative_difference"]}
+    return result
