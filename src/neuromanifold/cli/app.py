@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - typer on top of click
 
 from ..errors import InputError, NeuromanifoldError
 from . import interrupts
-from . import classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
+from . import canonical, classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -45,6 +45,8 @@ EXAMPLES = {
     "equations": "neuromanifold equations --widths 2,1 --keys 2 --tokens 3",
     "ed-degree": "neuromanifold ed-degree --widths 2,1 --keys 2 --tokens 2",
     "track": "neuromanifold track runs/gpt2 --tokens 3 --out rows.csv --figure track.png",
+    "canonical": "neuromanifold canonical runs/gpt2 -o runs/gpt2-canonical",
+    "same-function": "neuromanifold same-function runs/a runs/b --align runs/b-aligned",
 }
 
 
@@ -59,7 +61,9 @@ for _name, _function in (("dim", dim.dim), ("figure3", figure3.figure3), ("heads
                          ("count", count.count_command), ("degree", degree.degree_command),
                          ("equations", equations.equations_command),
                          ("ed-degree", eddegree.ed_degree_command),
-                         ("track", track.track_command)):
+                         ("track", track.track_command),
+                         ("canonical", canonical.canonical_command),
+                         ("same-function", canonical.same_function_command)):
     _command(_name, _function)
 
 

@@ -111,7 +111,7 @@ def load(source, output: str = "logits") -> Loaded:
     _native(config, 2, output, files.config_path)
     check_memory(reading_estimate(files))
     state = read_state_dict(files)
-    _, notes = _model_at(config, state, files, output)     # its checks, one line each
+    _, notes = _model_at(config, state, files, output, float64=False)   # its checks only
     dtype = _widest(list(state.dtypes))
     del state
     return Loaded(_pretrained(files.folder, mt, output), mt, str(source), dtype, files.folder,
@@ -269,21 +269,25 @@ def _to_dtype(model, dtype: str):
     return model.to(getattr(torch, dtype))
 
 
-def _save_checked(model, loaded: Loaded, out: Path, ids, expected, tolerance: float,
-                  document: dict) -> float:
+def _save_checked(holder: list, loaded: Loaded, out: Path, ids, expected, tolerance: float,
+                  document: dict):
     """Save `model` (stored dtype) into a staged folder, load it again with from_pretrained in
-    float64, compare its output with `expected`; move it into place only if within tolerance."""
+    float64, compare its output with `expected`; move it into place only if within tolerance.
+    (the difference, the model as loaded again, in the stored dtype). `holder` holds the one
+    reference to the model, so that it is freed before the folder is loaded again."""
     with _staged_folder(out) as temp:
+        model = holder.pop()
         model.save_pretrained(temp)
+        cls = type(model)
+        del model
         copied = _copy_side_files(loaded.folder, temp)
         register()
         quiet()
         kw = {"add_pooling_layer": False} if loaded.family == "bert" else {}
-        again = type(model).from_pretrained(temp, dtype=torch.float64,
+        again = cls.from_pretrained(temp, dtype=torch.float64,
                                             attn_implementation=attention_for(loaded.family),
                                             **kw).eval()
         difference = _relative(expected, _float64_forward(again, ids, loaded.output))
-        del again
         document["check"]["relative_difference"] = difference
         document["check"]["passed"] = difference <= tolerance
         document["copied"] = copied
@@ -294,7 +298,7 @@ def _save_checked(model, loaded: Loaded, out: Path, ids, expected, tolerance: fl
                                    "nothing was written; please report it (--debug)")
         (temp / "canonical.json").write_text(json.dumps(document, indent=2) + "\n",
                                              encoding="utf-8")
-    return difference
+    return difference, _to_dtype(again, loaded.dtype)
 
 
 def canonical(source, out=None, *, force: bool = False, output: str = "logits", seed: int = 0,
@@ -318,21 +322,27 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     say(f"canonical: {loaded.source}: {loaded.family}, {sum(p.numel() for p in model.parameters())} "
         f"parameters ({loaded.dtype}); the original's outputs on {len(ids)} sequences")
     expected = _float64_forward(model, ids, loaded.output)
+    # memory: the model in its stored dtype beside one float64 copy of its weights (the blocks,
+    # moved in place), never two float64 copies
+    model = _to_dtype(model, loaded.dtype)
     arch, blocks = _native_network(loaded)
     say(f"canonical: the canonical form of {len(blocks)} blocks")
-    form = forms.canonical_form(arch, blocks)
-    del blocks
+    form = forms.canonical_form(arch, blocks, copy=False)
     write_blocks(model, arch, form.blocks)
+    del blocks
     moves, notes = len(form.moves), list(loaded.notes) + form.notes
     result = CanonicalResult(None, loaded.family, loaded.source, loaded.dtype, float("nan"), tol,
                              form.quotiented, form.not_quotiented, moves, notes,
                              None if out is None else str(out))
     del form
-    model = _to_dtype(model, loaded.dtype)
     document = result.to_dict()
     if out is not None:
         say(f"canonical: writing {out} and checking it through from_pretrained")
-        result.check_difference = _save_checked(model, loaded, out, ids, expected, tol, document)
+        loaded.model = None   # the check loads the written folder: one model in memory at a time
+        holder = [model]
+        del model
+        result.check_difference, model = _save_checked(holder, loaded, out, ids, expected, tol,
+                                                       document)
     else:
         check = copy.deepcopy(model).to(torch.float64)
         result.check_difference = _relative(expected, _float64_forward(check, ids, loaded.output))
@@ -441,12 +451,13 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
         after, _ = _block_difference({k: np.asarray(v) for k, v in blocks_a.items()}, aligned)
         expected = _float64_forward(B.model, ids, B.output)
         write_blocks(B.model, arch, aligned)
-        model = _to_dtype(B.model, B.dtype)
+        holder = [_to_dtype(B.model, B.dtype)]
         document = {"source": B.source, "aligned_to": A.source,
                     "relative_difference_to_A": {"before": before, "after": after},
                     "check": {"tolerance": TOLERANCE[B.dtype], "sequences": len(ids)},
                     "not_quotiented": list(form_a.not_quotiented)}
-        _save_checked(model, B, align, ids, expected, TOLERANCE[B.dtype], document)
+        B.model = None
+        _save_checked(holder, B, align, ids, expected, TOLERANCE[B.dtype], document)
         result.aligned = {"out": str(align), "before": before, "after": after,
                           "check": document["check"]["relative_difference"]}
     return result

@@ -196,9 +196,10 @@ def _renamed(name: str, renamings: list) -> str:
     return name
 
 
-def _model_at(config: dict, state, files: CheckpointFiles, output: str):
+def _model_at(config: dict, state, files: CheckpointFiles, output: str, *, float64: bool = True):
     """transformers' model of `config` holding the checkpoint's tensors in float64 (assigned, no
-    copy of an initialisation), and notes on what was not read."""
+    copy of an initialisation), and notes on what was not read. float64=False assigns them as
+    stored (no copy): the checks alone, for a caller that loads the weights its own way."""
     model = _transformers_model(config, files.config_path)
     expected = model.state_dict()
     prefix = model.base_model_prefix
@@ -226,7 +227,7 @@ def _model_at(config: dict, state, files: CheckpointFiles, output: str):
                             f"{files.config_path.name} gives (tensor {name}: {want})",
                             f"shape {tuple(tensor.shape)}", "Use the config.json saved with "
                             "these weights.")
-        assigned[key] = tensor.to(torch.float64)
+        assigned[key] = tensor.to(torch.float64) if float64 else tensor
     model.load_state_dict(assigned, strict=False, assign=True)
     model.tie_weights()
     notes = [f"not read (no converted output uses them): {', '.join(skipped)}"] if skipped else []

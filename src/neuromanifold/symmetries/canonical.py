@@ -440,11 +440,22 @@ def _fix_neurons(arch: Architecture, form: CanonicalForm, names: set[str]) -> No
             _add(form, arch, "neuron permutation", layer=i, perm=[int(j) for j in order])
 
 
-def canonical_form(arch: Architecture, blocks: dict) -> CanonicalForm:
+def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> CanonicalForm:
     """The canonical representative of `blocks` (numpy or torch float64 blocks of `arch`) under
-    the families of `QUOTIENTED` and `DISCRETE` that apply to it (module docstring)."""
-    b = {k: np.array(v.detach().cpu() if hasattr(v, "detach") else v, dtype=np.float64)
-         for k, v in blocks.items()}
+    the families of `QUOTIENTED` and `DISCRETE` that apply to it (module docstring).
+
+    copy=False makes `blocks` itself (float64 CPU arrays or tensors) the form's dict, its
+    entries replaced as they move: no second copy of a large checkpoint's weights."""
+    def array(v):
+        v = v.detach().cpu().numpy() if hasattr(v, "detach") else v
+        return np.array(v, dtype=np.float64) if copy else np.asarray(v, dtype=np.float64)
+
+    if copy:
+        b = {k: array(v) for k, v in blocks.items()}
+    else:
+        b = blocks
+        for k in list(b):
+            b[k] = array(b[k])
     form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch))
     names = set(form.quotiented)
     _fold_norms(arch, form, names)
