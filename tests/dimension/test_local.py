@@ -325,3 +325,14 @@ def test_mutant_loose_status_is_caught(monkeypatch):
     g = local_geometry(arch, b, seed=5, parts=False)
     with pytest.raises(AssertionError):
         _degenerate(g, 64, 42)
+
+
+def test_generic_dimension_says_method_and_status_once_when_they_agree():
+    """A certified generic dimension read `certified, certified (neuromanifold_dim auto)` (issue
+    39, item 8); a numerical one still says both words."""
+    from neuromanifold.dimension.local import _generic  # noqa: PLC0415
+
+    assert _generic(Architecture((3, 2), 3, 3), 0, 14, None) == (
+        14, "certified (neuromanifold_dim auto)", True)
+    assert _generic(Architecture((3, 3, 3), (2, 2), 3, "softmax"), 0, 25, None)[1] == \
+        "numerical, settled (neuromanifold_dim auto)"

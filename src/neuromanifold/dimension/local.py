@@ -289,7 +289,8 @@ def _generic(arch: Architecture, seed: int, registry_upper: int, progress) -> tu
         res = neuromanifold_dim(arch, method="auto", seed=seed, progress=progress)
         proven = res.status == "certified"
         if res.status in ("settled", "certified"):
-            return res.dimension, f"{res.method}, {res.status} (neuromanifold_dim auto)", proven
+            how = res.method if res.method == res.status else f"{res.method}, {res.status}"
+            return res.dimension, f"{how} (neuromanifold_dim auto)", proven
         return registry_upper, (f"registry count at a random point over F_p: a proven upper "
                                 f"bound ({res.method} gave {res.dimension}, {res.status})"), True
     return registry_upper, ("registry count at a random point over F_p (block_upper_bound): a "

@@ -9,6 +9,11 @@ At a point W the rank of dPhi(W) may be below the generic rank (the dimension). 
          at every W, W's float64 entries are dyadic rationals reduced mod p exactly
          (`ball.to_residues`), and rank_p <= rank over Q; the registry's group for the
          network (`ball_dual.point_bounds`).
+For a polynomial network (lightning, square or no MLP, no norm; continuous inputs, no rotary
+positions) the proof tried first is the exact rank over Q of the Jacobian at the inputs of a
+lattice unisolvent for phi's degree in X (`exact_point`): equal to rank dPhi(W) itself, a lower
+and an upper bound at once (method `exact`); the balls and the symmetry bound above are the
+fallback where that matrix is too large.
 The float64 rank (gap rule) is always computed; `auto` escalates to the proof when the gap is
 thin, the rank is ambiguous or it falls short of the upper bound (a float rank below the truth
 can come with a clear gap near degenerate weights), and never reports an unproved float rank
@@ -46,7 +51,7 @@ class PointRank(Tabulated):
     architecture: dict
     n_params: int
     rank: int
-    method: str            # numerical or certified
+    method: str            # numerical, certified or exact (over Q, `exact_point`)
     status: str            # settled, ambiguous, certified or lower-bound
     lower_bound: int | None
     upper_bound: int
@@ -59,6 +64,7 @@ class PointRank(Tabulated):
     generic_status: str | None = None
     generic_method: str | None = None
     rank_rule: dict | None = None
+    exact: dict | None = None   # the exact path's record (`ExactPointRank.to_dict`) when tried
     seconds: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -75,18 +81,23 @@ class PointRank(Tabulated):
 
     def summary_lines(self) -> list[tuple[str, str]]:
         """(label, text) pairs of `summary`."""
-        if self.method == "certified":
+        if self.method == "exact":
+            how = (f"exact over Q, {self.status}: {self.lower_bound} <= rank <= "
+                   f"{self.upper_bound}, flint's rank at {self.exact['inputs']} lattice inputs")
+        elif self.method == "certified":
             how = self.method if self.status == "certified" else f"{self.method}, {self.status}"
             how += f": {self.lower_bound} <= rank <= {self.upper_bound}, {self.precision} bits"
         else:
             how = f"numerical, {self.status}: gap {self.gap:.1f} decades"
         lines = [("architecture", architecture_text(self.architecture)),
                  ("seed", str(self.seed)), ("parameters", str(self.n_params)),
-                 ("rank at the point", f"{self.rank}  [{how}, N = {self.n_samples}]"),
+                 ("rank at the point", f"{self.rank}  [{how}]" if self.method == "exact"
+                  else f"{self.rank}  [{how}, N = {self.n_samples}]"),
                  ("float64 rank", f"{self.float_rank} (gap {self.gap:.1f} decades)")]
         if self.generic_dimension is not None:
-            lines.append(("generic dimension", f"{self.generic_dimension}  [{self.generic_method}, "
-                          f"{self.generic_status}]"))
+            how = (self.generic_method if self.generic_method == self.generic_status
+                   else f"{self.generic_method}, {self.generic_status}")
+            lines.append(("generic dimension", f"{self.generic_dimension}  [{how}]"))
         lines += [("notes", n) for n in self.notes]
         lines.append(("seconds", ", ".join(f"{k} {v:.2f}" for k, v in self.seconds.items())))
         return lines
@@ -173,34 +184,14 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         out = PointRank(rank=nr.rank, method="numerical", status=status, lower_bound=None,
                         precision=None, notes=notes, **result)
     else:
-        if method == "auto":
-            notes.append(f"auto: float64 rank {nr.rank} (gap {nr.gap:.1f} decades, upper bound "
-                         f"{upper}) escalated to ball arithmetic from {bits} bits")
-        evaluate = evaluator(X)
-        ball = prove_rank(J, upper, evaluate, precision=bits, progress=say)
-        if not ball.proved and 0 < nr.rank < upper:
-            say(f"rank {upper} not proved; trying the float64 rank {nr.rank}")
-            first = ball
-            ball = prove_rank(J, nr.rank, evaluate, precision=bits, progress=say)
-            ball.notes = first.notes + ball.notes
-            ball.seconds = {k: v + first.seconds[k] for k, v in ball.seconds.items()}
-        seconds.update(ball.seconds)
-        certified = ball.proved == upper
-        notes += ball.notes
-        if certified:
-            how = (f"a {upper} x {upper} matrix W J V (or block of J) at this point is "
-                   f"nonsingular, {ball.determinant} (verified float64 arithmetic)"
-                   if ball.engine == "verified" else
-                   f"a {upper} x {upper} block of J at this point has determinant "
-                   f"{ball.determinant} ({ball.precision}-bit ball arithmetic)")
-            notes.append(f"certified: {how}, and n_params - rank_p(kernel directions) = {upper}")
-            if nr.rank != upper:
-                notes.append(f"float64 alone gave {nr.rank} here: wrong, as proved")
+        exact = _exact_rank(arch, weights, bits, say)
+        if exact is not None:
+            seconds.update(exact.seconds)
+        if exact is not None and exact.rank is not None:
+            out = _exact_result(exact, nr, upper, method, notes, result)
         else:
-            notes.append(f"bounds do not meet at this point: {ball.proved} <= rank <= {upper}")
-        out = PointRank(rank=ball.proved, method="certified",
-                        status="certified" if certified else "lower-bound",
-                        lower_bound=ball.proved, precision=ball.precision, notes=notes, **result)
+            out = _ball_result(J, X, nr, upper, method, bits, evaluator, say, seconds, notes,
+                               result, exact)
     if capped is not None:
         out.notes.insert(0, capped)
     if generic:
@@ -217,6 +208,74 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
                              f"{gen_result.dimension}")
     out.seconds = {**seconds, **out.seconds, "total": time.perf_counter() - t_start}
     return out
+
+
+def _exact_rank(arch: Architecture, weights, bits: int, say: Progress):
+    """The exact path's record (`exact_point.exact_rank_at_point`), None where it does not
+    apply; a ComputationError of its ball pass is left to the fallback, said in its reason."""
+    from .exact_point import ExactPointRank, exact_rank_at_point  # noqa: PLC0415
+
+    try:
+        return exact_rank_at_point(arch, weights, precision=bits, progress=say)
+    except ComputationError as exc:
+        return ExactPointRank(None, 0, None, reason=f"its ball pass failed ({exc})")
+
+
+def _exact_result(exact, nr, upper: int, method: str, notes: list, result: dict) -> PointRank:
+    """The `exact` PointRank: rank over Q of the lattice Jacobian, both bounds."""
+    if exact.rank > upper:
+        raise ComputationError(f"the exact rank over Q ({exact.rank}) exceeds the symmetry upper "
+                               f"bound {upper} at this point: a bug; please report it with the "
+                               "command (--debug shows the traceback).")
+    if method == "auto":
+        notes.append(f"auto: float64 rank {nr.rank} (gap {nr.gap:.1f} decades, upper bound "
+                     f"{upper}) escalated to the exact rank over Q")
+    notes.append(exact.note())
+    if exact.rank < upper:
+        notes.append(f"the symmetry upper bound n_params - rank_p(kernel directions) = {upper} "
+                     f"is not met at this point: the exact rank {exact.rank} is below it")
+    if nr.rank != exact.rank:
+        notes.append(f"float64 alone gave {nr.rank} here at {result['n_samples']} random inputs"
+                     + (": wrong, as proved" if nr.rank > exact.rank else
+                        " (a lower bound: too few inputs or round-off)"))
+    return PointRank(**{**result, "upper_bound": exact.rank}, rank=exact.rank, method="exact",
+                     status="certified", lower_bound=exact.rank, precision=exact.bits,
+                     notes=notes, exact={**exact.to_dict(), "symmetry_upper_bound": upper})
+
+
+def _ball_result(J, X, nr, upper: int, method: str, bits: int, evaluator, say: Progress,
+                 seconds: dict, notes: list, result: dict, exact) -> PointRank:
+    """Today's proof: the ball (and verified float64) lower bound against the symmetry bound."""
+    if exact is not None:
+        notes.append(exact.note())
+    if method == "auto":
+        notes.append(f"auto: float64 rank {nr.rank} (gap {nr.gap:.1f} decades, upper bound "
+                     f"{upper}) escalated to ball arithmetic from {bits} bits")
+    evaluate = evaluator(X)
+    ball = prove_rank(J, upper, evaluate, precision=bits, progress=say)
+    if not ball.proved and 0 < nr.rank < upper:
+        say(f"rank {upper} not proved; trying the float64 rank {nr.rank}")
+        first = ball
+        ball = prove_rank(J, nr.rank, evaluate, precision=bits, progress=say)
+        ball.notes = first.notes + ball.notes
+        ball.seconds = {k: v + first.seconds[k] for k, v in ball.seconds.items()}
+    seconds.update(ball.seconds)
+    certified = ball.proved == upper
+    notes += ball.notes
+    if certified:
+        how = (f"a {upper} x {upper} matrix W J V (or block of J) at this point is "
+               f"nonsingular, {ball.determinant} (verified float64 arithmetic)"
+               if ball.engine == "verified" else
+               f"a {upper} x {upper} block of J at this point has determinant "
+               f"{ball.determinant} ({ball.precision}-bit ball arithmetic)")
+        notes.append(f"certified: {how}, and n_params - rank_p(kernel directions) = {upper}")
+        if nr.rank != upper:
+            notes.append(f"float64 alone gave {nr.rank} here: wrong, as proved")
+    else:
+        notes.append(f"bounds do not meet at this point: {ball.proved} <= rank <= {upper}")
+    return PointRank(rank=ball.proved, method="certified",
+                     status="certified" if certified else "lower-bound",
+                     lower_bound=ball.proved, precision=ball.precision, notes=notes, **result)
 
 
 def _finite_jacobian(jacobian_at, X: torch.Tensor, weights) -> torch.Tensor:
