@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import json
 import os
 import shutil
@@ -111,9 +112,10 @@ def load(source, output: str = "logits") -> Loaded:
     _native(config, 2, output, files.config_path)
     check_memory(reading_estimate(files))
     state = read_state_dict(files)
-    _, notes = _model_at(config, state, files, output, float64=False)   # its checks only
+    checked, notes = _model_at(config, state, files, output, float64=False)   # its checks only
     dtype = _widest(list(state.dtypes))
-    del state
+    del checked, state
+    release()
     return Loaded(_pretrained(files.folder, mt, output), mt, str(source), dtype, files.folder,
                   output, notes)
 
@@ -142,6 +144,16 @@ def quiet() -> None:
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+
+
+def release() -> None:
+    """Free what is garbage now and hand the freed heap back to the system (glibc's malloc_trim
+    where there is one): the next phase's float64 copy then fits where the last one was."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _widest(dtypes: list[str]) -> str:
@@ -280,6 +292,7 @@ def _save_checked(holder: list, loaded: Loaded, out: Path, ids, expected, tolera
         model.save_pretrained(temp)
         cls = type(model)
         del model
+        release()
         copied = _copy_side_files(loaded.folder, temp)
         register()
         quiet()
@@ -325,6 +338,7 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     # memory: the model in its stored dtype beside one float64 copy of its weights (the blocks,
     # moved in place), never two float64 copies
     model = _to_dtype(model, loaded.dtype)
+    release()
     arch, blocks = _native_network(loaded)
     say(f"canonical: the canonical form of {len(blocks)} blocks")
     form = forms.canonical_form(arch, blocks, copy=False)
@@ -335,6 +349,7 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
                              form.quotiented, form.not_quotiented, moves, notes,
                              None if out is None else str(out))
     del form
+    release()
     document = result.to_dict()
     if out is not None:
         say(f"canonical: writing {out} and checking it through from_pretrained")
