@@ -392,12 +392,12 @@ def _check_same_config(a: Loaded, b: Loaded) -> None:
 
 
 def _block_difference(a: dict, b: dict) -> tuple[float, str]:
-    """The largest relative difference of two block sets (per block: max |a - b| over max |a|),
-    and the block where it is."""
+    """The largest relative difference of two block sets (per block: max |a - b| over the
+    larger of max |a| and max |b|; 0 for two zero blocks), and the block where it is."""
     worst, where = 0.0, ""
     for k in a:
-        scale = max(float(np.abs(a[k]).max()), 1e-300)
-        d = float(np.abs(a[k] - b[k]).max()) / scale
+        scale = max(float(np.abs(a[k]).max()), float(np.abs(b[k]).max()))
+        d = float(np.abs(a[k] - b[k]).max()) / scale if scale > 0 else 0.0
         if d > worst:
             worst, where = d, k
     return worst, where

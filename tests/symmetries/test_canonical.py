@@ -1,0 +1,165 @@
+"""Canonical forms of native blocks (docs/canonical.md): for every converted family's tiny seeded
+network, the canonical form computes the same function, is constant on orbits of the group it
+quotients by (random elements of every quotiented and discrete family), is idempotent, its
+moves invert, a perturbation outside the group changes it, and broken rules are caught."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from neuromanifold.models.convert import hidden_state, logits
+from neuromanifold.symmetries import canonical as C
+
+pytest.importorskip("transformers")
+
+
+def _script():
+    path = Path(__file__).resolve().parents[2] / "scripts" / "convert_table.py"
+    spec = importlib.util.spec_from_file_location("convert_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = _script()
+FAMILY_CASES = {
+    "gpt2": lambda: CASES.gpt2_case(0), "gpt2-gelu": lambda: CASES.gpt2_case(2),
+    "llama": lambda: CASES.rotary_case("llama", 0), "mistral": lambda: CASES.rotary_case("mistral", 2),
+    "qwen2": lambda: CASES.rotary_case("qwen2", 1), "qwen3": lambda: CASES.rotary_case("qwen3", 0),
+    "gpt_neox": lambda: CASES.neox_case(0), "gpt_neox-seq": lambda: CASES.neox_case(1),
+    "gemma": lambda: CASES.gemma_case(0), "bert": lambda: CASES.bert_case(1),
+    "falcon-mq": lambda: CASES.falcon_case(0), "falcon-bias": lambda: CASES.falcon_case(1),
+    "falcon-new": lambda: CASES.falcon_case(2), "falcon-one-norm": lambda: CASES.falcon_case(3),
+    "phi3": lambda: CASES.phi3_case(0), "phi3-tied": lambda: CASES.phi3_case(1),
+}
+# The registry family each move kind of `random_group_element` draws from.
+KIND_FAMILIES = {
+    "fold gain": {"norm gain rescaling", "gain and bias rescaling"},
+    "bias into readers": {"layernorm bias into readers' biases"},
+    "fold final gain": {"final norm gain", "final norm gain and bias"},
+    "query bias shift": {"softmax query bias", "softmax query bias on unrotated coordinates"},
+    "value bias shift": {"value bias beside output bias"},
+    "key GL": {"per-head GL(a) on (Q, K)", "rotary commutant on (Q, K)"},
+    "value GL": {"per-head GL(v) on (W, O)"},
+    "shared qk balance": {"shared QK-norm gain balance"},
+    "neuron rescaling": {"MLP neuron rescaling"},
+}
+TOL = 1e-10
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILY_CASES))
+def case(request):
+    made = FAMILY_CASES[request.param]()
+    arch, blocks, ids = made[1], {k: v.numpy() for k, v in made[2].items()}, made[3]
+    return request.param, arch, blocks, ids, C.canonical_form(arch, blocks)
+
+
+def _out(arch, blocks, ids):
+    t = {k: torch.as_tensor(v) for k, v in blocks.items()}
+    return hidden_state(arch, t, ids) if arch.hidden_output else logits(arch, t, ids)
+
+
+def _diff(a: dict, b: dict) -> float:
+    assert sorted(a) == sorted(b)
+    return max(float(np.abs(a[k] - b[k]).max()
+                     / max(np.abs(a[k]).max(), np.abs(b[k]).max(), 1e-300)) for k in a)
+
+
+def test_the_canonical_form_computes_the_same_function(case):
+    _, arch, blocks, ids, form = case
+    f0, f1 = _out(arch, blocks, ids), _out(arch, form.blocks, ids)
+    assert float((f0 - f1).abs().max() / f0.abs().max()) < 1e-12
+    assert form.moves
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_group_elements_leave_it_unchanged(case, seed):
+    """g x has the canonical form of x, to 1e-10, for a random element g of every quotiented
+    family and every discrete one (heads, groups, neurons); g x is the same function."""
+    _, arch, blocks, ids, form = case
+    moves = C.random_group_element(arch, blocks, seed)
+    moved = C.apply_moves(arch, blocks, moves)
+    assert _diff(blocks, moved) > 1e-3                           # g really moves the weights
+    f0, f1 = _out(arch, blocks, ids), _out(arch, moved, ids)
+    assert float((f0 - f1).abs().max() / f0.abs().max()) < 1e-11
+    assert _diff(form.blocks, C.canonical_form(arch, moved).blocks) < TOL
+
+
+def test_the_random_element_covers_every_quotiented_family(case):
+    """The invariance test is not vacuous: every family the form quotients by, and the head and
+    neuron permutations, are drawn."""
+    _, arch, blocks, _, form = case
+    kinds = {m.kind for m in C.random_group_element(arch, blocks, 0)}
+    drawn = set().union(*(KIND_FAMILIES.get(k, set()) for k in kinds))
+    assert set(form.quotiented) <= drawn
+    assert "neuron permutation" in kinds and "head permutation" in kinds
+    assert not set(form.quotiented) & set(form.not_quotiented)
+
+
+def test_idempotent_and_invertible(case):
+    _, arch, blocks, _, form = case
+    assert _diff(form.blocks, C.canonical_form(arch, form.blocks).blocks) < TOL
+    assert _diff(blocks, C.apply_moves(arch, form.blocks, form.moves, inverse=True)) < 1e-12
+
+
+def test_a_perturbation_outside_the_group_changes_it(case):
+    _, arch, blocks, _, form = case
+    rng = np.random.default_rng(7)
+    bumped = {k: v + 1e-3 * rng.normal(size=v.shape) for k, v in blocks.items()}
+    assert _diff(form.blocks, C.canonical_form(arch, bumped).blocks) > 1e-5
+
+
+def test_alignment_recovers_the_weights_of_a_moved_copy(case):
+    """align_moves on the canonical forms of x and g x, then x's moves undone: x again."""
+    _, arch, blocks, _, form = case
+    moved = C.apply_moves(arch, blocks, C.random_group_element(arch, blocks, 3))
+    other = C.canonical_form(arch, moved)
+    matched = C.apply_moves(arch, other.blocks, C.align_moves(arch, form.blocks, other.blocks))
+    assert _diff(blocks, C.apply_moves(arch, matched, form.moves, inverse=True)) < 1e-9
+
+
+def test_alignment_undoes_a_permutation_that_sorting_would_not(case):
+    """Two canonical forms that differ by a head and neuron permutation plus noise: the
+    assignment finds the permutation (the distance after alignment is the noise's)."""
+    _, arch, _, _, form = case
+    rng = np.random.default_rng(5)
+    moves = [m for m in C.random_group_element(arch, form.blocks, 4) if "permutation" in m.kind]
+    other = C.apply_moves(arch, form.blocks, moves)
+    other = {k: v + 1e-6 * rng.normal(size=v.shape) for k, v in other.items()}
+    aligned = C.apply_moves(arch, other, C.align_moves(arch, form.blocks, other))
+    assert max(float(np.abs(form.blocks[k] - aligned[k]).max()) for k in aligned) < 1e-4
+    assert max(float(np.abs(form.blocks[k] - other[k]).max()) for k in other) > 1e-2
+
+
+@pytest.mark.parametrize("mutant", ["no signs", "no balance", "no phase", "no sort"])
+def test_broken_rules_are_caught(mutant, monkeypatch):
+    """Mutants of the rules: the invariance test fails for them (on the family they break)."""
+    name = {"no signs": "gpt2", "no balance": "gpt2", "no phase": "mistral", "no sort": "llama"}[mutant]
+    made = FAMILY_CASES[name]()
+    arch, blocks = made[1], {k: v.numpy() for k, v in made[2].items()}
+    if mutant == "no signs":
+        monkeypatch.setattr(C, "_sign_of_largest", lambda row: 1.0)
+    elif mutant == "no balance":
+        monkeypatch.setattr(C, "_balanced", lambda Mq, Mk, tol=1e-12: np.eye(Mq.shape[0]))
+    elif mutant == "no phase":
+        real = np.angle
+        monkeypatch.setattr(C.np, "angle", lambda z: 0.0 * real(z))
+    else:
+        monkeypatch.setattr(C, "_fix_neurons", lambda arch, form, names: None)
+    form = C.canonical_form(arch, blocks)
+    worst = max(_diff(form.blocks, C.canonical_form(
+        arch, C.apply_moves(arch, blocks, C.random_group_element(arch, blocks, s))).blocks)
+        for s in range(2))
+    assert worst > 1e-6
+
+
+def test_not_quotiented_names_the_registry_families_left():
+    made = FAMILY_CASES["mistral"]()
+    assert C.not_quotiented(made[1]) == ("stream rotations behind norms",)
+    made = FAMILY_CASES["bert"]()
+    assert "embedding shift into positions" in C.not_quotiented(made[1])
