@@ -145,6 +145,7 @@ def find_checkpoint(source: str | Path) -> CheckpointFiles:
             raise _refuse(path, "an existing checkpoint folder (config.json and its weights) or a "
                           "hub name in the local cache", "no such file or folder",
                           "Check the path, or pass the folder save_pretrained wrote.")
+    given = path
     if path.is_file():
         path = path.parent
     if not (path / "config.json").is_file():
@@ -154,7 +155,8 @@ def find_checkpoint(source: str | Path) -> CheckpointFiles:
                f"{inside[-1]})." if inside else "Pass the folder save_pretrained wrote, which "
                "holds config.json.")
         raise _refuse(path / "config.json", "the checkpoint's config (save_pretrained writes it "
-                      "beside the weights)", "no such file", fix)
+                      "beside the weights)", "no such file" if given == path else
+                      f"no such file beside {given}", fix)
     for filename, layout in LAYOUTS:
         candidate = path / filename
         if not (candidate.exists() or candidate.is_symlink()):
