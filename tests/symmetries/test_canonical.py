@@ -48,6 +48,7 @@ KIND_FAMILIES = {
     "value GL": {"per-head GL(v) on (W, O)"},
     "shared qk balance": {"shared QK-norm gain balance"},
     "neuron rescaling": {"MLP neuron rescaling"},
+    "stream rotation": {"stream rotations behind norms"},
 }
 TOL = 1e-10
 
@@ -136,10 +137,11 @@ def test_alignment_undoes_a_permutation_that_sorting_would_not(case):
     assert max(float(np.abs(form.blocks[k] - other[k]).max()) for k in other) > 1e-2
 
 
-@pytest.mark.parametrize("mutant", ["no signs", "no balance", "no phase", "no sort"])
+@pytest.mark.parametrize("mutant", ["no signs", "no balance", "no phase", "no sort", "no stream"])
 def test_broken_rules_are_caught(mutant, monkeypatch):
     """Mutants of the rules: the invariance test fails for them (on the family they break)."""
-    name = {"no signs": "gpt2", "no balance": "gpt2", "no phase": "mistral", "no sort": "llama"}[mutant]
+    name = {"no signs": "gpt2", "no balance": "gpt2", "no phase": "mistral", "no sort": "llama",
+            "no stream": "phi3"}[mutant]
     made = FAMILY_CASES[name]()
     arch, blocks = made[1], {k: v.numpy() for k, v in made[2].items()}
     if mutant == "no signs":
@@ -149,8 +151,10 @@ def test_broken_rules_are_caught(mutant, monkeypatch):
     elif mutant == "no phase":
         real = np.angle
         monkeypatch.setattr(C.np, "angle", lambda z: 0.0 * real(z))
-    else:
+    elif mutant == "no sort":
         monkeypatch.setattr(C, "_fix_neurons", lambda arch, form, names: None)
+    else:
+        monkeypatch.setattr(C, "_fix_stream", lambda arch, form, names: None)
     form = C.canonical_form(arch, blocks)
     worst = max(_diff(form.blocks, C.canonical_form(
         arch, C.apply_moves(arch, blocks, C.random_group_element(arch, blocks, s))).blocks)
@@ -160,6 +164,9 @@ def test_broken_rules_are_caught(mutant, monkeypatch):
 
 def test_not_quotiented_names_the_registry_families_left():
     made = FAMILY_CASES["mistral"]()
-    assert C.not_quotiented(made[1]) == ("stream rotations behind norms",)
+    assert C.not_quotiented(made[1]) == ()
+    assert "stream rotations behind norms" in C.quotiented(made[1])
+    made = FAMILY_CASES["gpt2"]()
+    assert "stream shifts behind layernorm" in C.not_quotiented(made[1])
     made = FAMILY_CASES["bert"]()
     assert "embedding shift into positions" in C.not_quotiented(made[1])

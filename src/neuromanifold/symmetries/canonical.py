@@ -13,6 +13,10 @@ fixed, so the whole is constant on an orbit of the families it quotients by:
                     layernorm bias over the gain (`norm gain rescaling`, `gain and bias
                     rescaling`, `final norm gain`); then a layernorm bias into its readers'
                     biases where every reader has one (`layernorm bias into readers' biases`)
+ 1b stream basis    behind RMSNorms, with every gain folded to 1 (`stream rotations behind
+                    norms`): the principal axes of the embedding and untied logits
+                    (E^T E + L^T L's eigenvectors, eigenvalues descending), each turned so
+                    that its column of [E; L] V has its largest entry positive
  2 biases           the softmax query bias (native bq: transformers' KEY bias) set to 0 where
                     it does not change the scores (`softmax query bias`, on the unrotated
                     coordinates under rotary positions); the value bias moved into the output
@@ -37,8 +41,9 @@ Signs: each SVD row pair and each rescaled neuron is turned so that the entry of
 magnitude of its Q (W, P) row is positive. A step that meets a degenerate case (a zero gain, a
 rank-deficient head, a zero neuron) leaves that part as it is and says so in `notes`.
 
-What is not quotiented (docs/canonical.md lists it per family): the stream's basis
-(`stream rotations behind norms`, `stream shifts behind layernorm`, layernorm means), the
+What is not quotiented (docs/canonical.md lists it per family): the stream's basis behind
+layernorms (`stream shifts behind layernorm`, `stream rotations with norm biases`, layernorm
+means), the
 post-norm families of BERT, the embedding shifts, the biases beside bias-free readers, and
 families that exist only for lightning attention. `not_quotiented(arch)` names them for a
 network, from the registry.
@@ -60,7 +65,7 @@ QUOTIENTED = (
     "norm gain rescaling", "gain and bias rescaling", "final norm gain", "final norm gain and bias",
     "layernorm bias into readers' biases", "softmax query bias",
     "softmax query bias on unrotated coordinates", "value bias beside output bias",
-    "MLP neuron rescaling", "shared QK-norm gain balance")
+    "MLP neuron rescaling", "shared QK-norm gain balance", "stream rotations behind norms")
 DISCRETE = ("head permutation", "group permutation", "MLP neuron permutation")
 
 
@@ -160,6 +165,35 @@ def _shared_qk_balance(blocks: dict, p: dict, inverse: bool) -> None:
     blocks[f"kn_{i}"] = blocks[f"kn_{i}"] / c
 
 
+def _stream_sites(arch: Architecture, blocks: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """The residual stream's writers (through their rows) and readers with the gain in front of
+    each (the registry's `catalogue.stream._stream_blocks`), the logits L behind f untied."""
+    from .catalogue.stream import _stream_blocks  # noqa: PLC0415
+
+    writers, readers = _stream_blocks(arch, blocks)
+    if not arch.tied and "L" in blocks:
+        readers = readers + [("L", "f" if arch.final_norm else None)]
+    return writers, readers
+
+
+def rotate_stream(arch: Architecture, out: dict, move: dict) -> dict:
+    """Stream rotations behind norms (rmsnorm(G Z) = G rmsnorm(Z), G orthogonal): every writer
+    G times itself, E -> E G^T, every reader R behind a gain D -> R D G^T D^-1 (the registry's
+    family, `catalogue.stream.stream_rotation_tangents`, at a finite G)."""
+    G = np.asarray(move["G"], dtype=float)
+    writers, readers = _stream_sites(arch, out)
+    for name in writers:
+        out[name] = G.dot(out[name])
+    out["E"] = out["E"].dot(G.T)
+    for name, gain in readers:
+        if gain is None:
+            out[name] = out[name].dot(G.T)
+        else:
+            D = out[gain].reshape(-1)
+            out[name] = (out[name] * D[None, :]).dot(G.T) / D[None, :]
+    return out
+
+
 def permute_groups(arch: Architecture, out: dict, move: dict) -> dict:
     """Group permutation (kv_heads): group g of the result is group perm[g] of the input, with
     its shared Q_g, bq_g, W_g (V_g), bv_g, qn_g and the per-head blocks of its heads in order."""
@@ -192,6 +226,10 @@ def _act(arch: Architecture, blocks: dict, move: Move, inverse: bool) -> None:
         local[kind](blocks, p, inverse)
         return
     q = dict(p)
+    if kind == "stream rotation":
+        q["G"] = p["G"].T if inverse else p["G"]
+        blocks.update(rotate_stream(arch, blocks, q))
+        return
     if kind in ("key GL", "value GL"):
         q["G"] = np.linalg.inv(p["G"]) if inverse else p["G"]
         act = actions.key_gl if kind == "key GL" else actions.value_gl
@@ -285,6 +323,29 @@ def _fold_norms(arch: Architecture, form: CanonicalForm, names: set[str]) -> Non
         c = b["f"].reshape(-1).copy()
         c[c == 0] = 1.0
         _add(form, arch, "fold final gain", c=c)
+
+
+def _fix_stream(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    """The stream's basis behind RMSNorms (gains folded first): the principal axes of the
+    embedding and the untied logits, E^T E + L^T L = V diag(l) V^T with l descending, G = V^T,
+    each axis turned so that the entry of largest magnitude of its column of [E; L] V is
+    positive."""
+    b = form.blocks
+    if "stream rotations behind norms" not in names or arch.norm != "rmsnorm":
+        return
+    writers, readers = _stream_sites(arch, b)
+    gains = {g for _, g in readers if g is not None}
+    if any(np.any(b[g] != 1.0) for g in gains):
+        form.notes.append("stream basis left as it is: a norm gain is not 1 after folding")
+        return
+    ends = np.vstack([b["E"]] + ([b["L"]] if "L" in b and not arch.tied else []))
+    l, V = np.linalg.eigh(ends.T.dot(ends))
+    l, V = l[::-1], V[:, ::-1]
+    if np.any(np.diff(l) >= -1e-10 * max(l[0], np.finfo(float).tiny)):
+        form.notes.append("stream basis: repeated principal axes of [E; L] (ties within 1e-10); "
+                          "their order and rotation are as the eigensolver left them")
+    signs = np.array([_sign_of_largest(col) for col in ends.dot(V).T])
+    _add(form, arch, "stream rotation", G=(V * signs[None, :]).T)
 
 
 def _fix_biases(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
@@ -459,6 +520,7 @@ def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> Ca
     form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch))
     names = set(form.quotiented)
     _fold_norms(arch, form, names)
+    _fix_stream(arch, form, names)
     _fix_biases(arch, form, names)
     _fix_heads(arch, form, names)
     _sort_heads(arch, form)
@@ -505,6 +567,9 @@ def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> lis
                                                             e=rng.normal(size=n))))
     if names & {"final norm gain", "final norm gain and bias"} and "L" in b:
         moves.append(Move("fold final gain", dict(c=scales(b["f"].size))))
+    if "stream rotations behind norms" in names and arch.norm == "rmsnorm":
+        G, _ = np.linalg.qr(rng.normal(size=(b["E"].shape[1],) * 2))
+        moves.insert(0, Move("stream rotation", dict(G=G)))
     for i in range(1, arch.n_layers + 1):
         R = arch.rotated_pairs[i - 1] if arch.tokens > 1 else 0
         groups = _group_heads(arch, i)
