@@ -40,7 +40,9 @@ NOT_RUN = {"classify": "needs a single-layer weight file, e.g. written by write_
            "rank": "needs a weight file, e.g. written by write_weights",
            "figure1": "about half a minute", "count": "loads transformers when installed",
            "sweep": "minutes: the whole shipped grid", "report": "needs the store the sweep writes",
-           "track": "needs a training run's checkpoints, e.g. written by examples/train_tiny.py"}
+           "track": "needs a training run's checkpoints, e.g. written by examples/train_tiny.py",
+           "canonical": "needs a checkpoint folder, e.g. written by save_pretrained",
+           "same-function": "needs two checkpoint folders, e.g. written by save_pretrained"}
 SLOW_MARK = "<!-- slow -->"  # tests/project/test_docs.py skips the block after it
 
 

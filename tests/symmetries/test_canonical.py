@@ -170,3 +170,14 @@ def test_not_quotiented_names_the_registry_families_left():
     assert "stream shifts behind layernorm" in C.not_quotiented(made[1])
     made = FAMILY_CASES["bert"]()
     assert "embedding shift into positions" in C.not_quotiented(made[1])
+
+
+def test_the_docs_family_table_is_the_codes():
+    """docs/canonical.md's family table is what scripts/canonical_table.py prints now."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "canonical_table.py"
+    spec = importlib.util.spec_from_file_location("canonical_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from doc_blocks import read_block  # noqa: PLC0415 (the script put its folder on the path)
+
+    assert read_block(module.PAGE, module.BEGIN, module.END) == module.table()

@@ -215,6 +215,7 @@ class CanonicalResult:
     moves: int
     notes: list
     out: str | None = None
+    discrete: tuple = ()
 
     def to_dict(self) -> dict:
         return {"source": self.source, "family": self.family, "dtype": self.dtype,
@@ -222,7 +223,7 @@ class CanonicalResult:
                                            "tolerance": self.tolerance,
                                            "sequences": CHECK_SEQUENCES,
                                            "passed": self.check_difference <= self.tolerance},
-                "quotiented": list(self.quotiented) + list(forms.DISCRETE),
+                "quotiented": list(self.quotiented) + list(self.discrete),
                 "not_quotiented": list(self.not_quotiented), "moves": self.moves,
                 "notes": list(self.notes)}
 
@@ -347,7 +348,7 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     moves, notes = len(form.moves), list(loaded.notes) + form.notes
     result = CanonicalResult(None, loaded.family, loaded.source, loaded.dtype, float("nan"), tol,
                              form.quotiented, form.not_quotiented, moves, notes,
-                             None if out is None else str(out))
+                             None if out is None else str(out), form.discrete)
     del form
     release()
     document = result.to_dict()

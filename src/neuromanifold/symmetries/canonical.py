@@ -90,15 +90,31 @@ class CanonicalForm:
     notes: list = field(default_factory=list)
     quotiented: tuple = ()
     not_quotiented: tuple = ()
+    discrete: tuple = ()
+
+
+def _acting(arch: Architecture) -> list[str]:
+    """The registry's families of `arch` that act at some layer (or on the whole network)."""
+    return [f.name for f in families_for(arch)
+            if f.at_layer is None or any(f.at_layer(arch, i) for i in range(1, arch.n_layers + 1))]
 
 
 def not_quotiented(arch: Architecture) -> tuple[str, ...]:
     """The registry's families of `arch` that `canonical_form` does not fix."""
-    return tuple(f.name for f in families_for(arch) if f.name not in QUOTIENTED)
+    return tuple(n for n in _acting(arch) if n not in QUOTIENTED)
+
+
+def discrete(arch: Architecture) -> tuple[str, ...]:
+    """The discrete families `canonical_form` sorts for `arch` (of `DISCRETE`)."""
+    return tuple(n for n, on in zip(DISCRETE, (
+        any(h > 1 for h in arch.head_counts),
+        arch.kv_heads is not None and any(g > 1 for g in arch.kv_counts),
+        any(m > 0 for m in arch.mlp_widths))) if on)
 
 
 def quotiented(arch: Architecture) -> tuple[str, ...]:
-    return tuple(f.name for f in families_for(arch) if f.name in QUOTIENTED)
+    """The registry's families of `arch` that `canonical_form` fixes (DISCRETE besides)."""
+    return tuple(n for n in _acting(arch) if n in QUOTIENTED)
 
 
 # ------------------------------------------------------------------ the moves and their inverses
@@ -517,7 +533,8 @@ def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> Ca
         b = blocks
         for k in list(b):
             b[k] = array(b[k])
-    form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch))
+    form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch),
+                         discrete=discrete(arch))
     names = set(form.quotiented)
     _fold_norms(arch, form, names)
     _fix_stream(arch, form, names)
