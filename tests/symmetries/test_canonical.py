@@ -49,6 +49,8 @@ KIND_FAMILIES = {
     "shared qk balance": {"shared QK-norm gain balance"},
     "neuron rescaling": {"MLP neuron rescaling"},
     "stream rotation": {"stream rotations behind norms"},
+    "reader means": {"layernorm means with reader biases"},
+    "add constants": {"stream shifts behind layernorm"},
 }
 TOL = 1e-10
 
@@ -88,7 +90,22 @@ def test_random_group_elements_leave_it_unchanged(case, seed):
     assert _diff(blocks, moved) > 1e-3                           # g really moves the weights
     f0, f1 = _out(arch, blocks, ids), _out(arch, moved, ids)
     assert float((f0 - f1).abs().max() / f0.abs().max()) < 1e-11
+    if _degenerate(form):
+        return
     assert _diff(form.blocks, C.canonical_form(arch, moved).blocks) < TOL
+
+
+def _degenerate(form) -> bool:
+    """A head whose QK form has rank below its width (gpt2-gelu: one head of width a = d, its
+    readers centred to rank d - 1) has more symmetries than its group: the form says so and is
+    not claimed unique there."""
+    notes = [n for n in form.notes if "rank-deficient" in n]
+    return bool(notes) and all("left unfixed" in n or "left as" in n for n in notes)
+
+
+def test_only_the_degenerate_case_is_degenerate(case):
+    name, _, _, _, form = case
+    assert _degenerate(form) == (name == "gpt2-gelu")
 
 
 def test_the_random_element_covers_every_quotiented_family(case):
@@ -118,6 +135,8 @@ def test_a_perturbation_outside_the_group_changes_it(case):
 def test_alignment_recovers_the_weights_of_a_moved_copy(case):
     """align_moves on the canonical forms of x and g x, then x's moves undone: x again."""
     _, arch, blocks, _, form = case
+    if _degenerate(form):
+        return
     moved = C.apply_moves(arch, blocks, C.random_group_element(arch, blocks, 3))
     other = C.canonical_form(arch, moved)
     matched = C.apply_moves(arch, other.blocks, C.align_moves(arch, form.blocks, other.blocks))
@@ -167,7 +186,10 @@ def test_not_quotiented_names_the_registry_families_left():
     assert C.not_quotiented(made[1]) == ()
     assert "stream rotations behind norms" in C.quotiented(made[1])
     made = FAMILY_CASES["gpt2"]()
-    assert "stream shifts behind layernorm" in C.not_quotiented(made[1])
+    assert {"stream shifts behind layernorm", "layernorm means with reader biases"} <= set(
+        C.quotiented(made[1]))
+    made = FAMILY_CASES["falcon-mq"]()
+    assert C.not_quotiented(made[1]) == ("layernorm bias beside bias-free readers",)
     made = FAMILY_CASES["bert"]()
     assert "embedding shift into positions" in C.not_quotiented(made[1])
 

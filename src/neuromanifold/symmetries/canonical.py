@@ -17,6 +17,10 @@ fixed, so the whole is constant on an orbit of the families it quotients by:
                     norms`): the principal axes of the embedding and untied logits
                     (E^T E + L^T L's eigenvectors, eigenvalues descending), each turned so
                     that its column of [E; L] V has its largest entry positive
+ 1c layernorm means every layernorm reader's rows centred (gain 1, bias 0 after step 1:
+                    `layernorm means with reader biases`), every writer of a stream read only
+                    through layernorms with its columns centred, an untied E with its rows
+                    (`stream shifts behind layernorm`)
  2 biases           the softmax query bias (native bq: transformers' KEY bias) set to 0 where
                     it does not change the scores (`softmax query bias`, on the unrotated
                     coordinates under rotary positions); the value bias moved into the output
@@ -41,9 +45,9 @@ Signs: each SVD row pair and each rescaled neuron is turned so that the entry of
 magnitude of its Q (W, P) row is positive. A step that meets a degenerate case (a zero gain, a
 rank-deficient head, a zero neuron) leaves that part as it is and says so in `notes`.
 
-What is not quotiented (docs/canonical.md lists it per family): the stream's basis behind
-layernorms (`stream shifts behind layernorm`, `stream rotations with norm biases`, layernorm
-means), the
+What is not quotiented (docs/canonical.md lists it per family): the stream's rotations behind
+layernorms with biases (`stream rotations with norm biases`), layernorm biases beside bias-free
+readers, the
 post-norm families of BERT, the embedding shifts, the biases beside bias-free readers, and
 families that exist only for lightning attention. `not_quotiented(arch)` names them for a
 network, from the registry.
@@ -65,7 +69,8 @@ QUOTIENTED = (
     "norm gain rescaling", "gain and bias rescaling", "final norm gain", "final norm gain and bias",
     "layernorm bias into readers' biases", "softmax query bias",
     "softmax query bias on unrotated coordinates", "value bias beside output bias",
-    "MLP neuron rescaling", "shared QK-norm gain balance", "stream rotations behind norms")
+    "MLP neuron rescaling", "shared QK-norm gain balance", "stream rotations behind norms",
+    "layernorm means with reader biases", "stream shifts behind layernorm")
 DISCRETE = ("head permutation", "group permutation", "MLP neuron permutation")
 
 
@@ -226,6 +231,16 @@ def permute_groups(arch: Architecture, out: dict, move: dict) -> dict:
     return out
 
 
+def _add_constants(blocks: dict, p: dict, inverse: bool) -> None:
+    """M -> M + x 1^T (`rows`: a constant per row) or M + 1 x^T (`cols`: a constant per column):
+    the layernorm mean directions of readers, and the stream's shifts along 1 by writers."""
+    sign = -1.0 if inverse else 1.0
+    for name, x in p.get("rows", {}).items():
+        blocks[name] = blocks[name] + sign * np.asarray(x, dtype=float)[:, None]
+    for name, x in p.get("cols", {}).items():
+        blocks[name] = blocks[name] + sign * np.asarray(x, dtype=float)[None, :]
+
+
 def _inverse_perm(perm: list[int]) -> list[int]:
     inv = [0] * len(perm)
     for pos, src in enumerate(perm, start=1):
@@ -237,6 +252,7 @@ def _act(arch: Architecture, blocks: dict, move: Move, inverse: bool) -> None:
     """Apply one move (or its inverse) to `blocks` in place."""
     p, kind = move.params, move.kind
     local = {"fold gain": _fold_gain, "bias into readers": _bias_into_readers,
+             "add constants": _add_constants, "reader means": _reader_means,
              "fold final gain": _fold_final, "shared qk balance": _shared_qk_balance}
     if kind in local:
         local[kind](blocks, p, inverse)
@@ -339,6 +355,47 @@ def _fold_norms(arch: Architecture, form: CanonicalForm, names: set[str]) -> Non
         c = b["f"].reshape(-1).copy()
         c[c == 0] = 1.0
         _add(form, arch, "fold final gain", c=c)
+
+
+def _reader_mean_sites(arch: Architecture, blocks: dict) -> list[tuple]:
+    """(gain, bias, readers, their biases) of every pre-norm layernorm with a bias whose readers
+    all have a bias (`layernorm means with reader biases`)."""
+    if "layernorm means with reader biases" not in set(quotiented(arch)):
+        return []
+    return [(gain, bias, readers, rbs) for gain, bias, readers, rbs in _pre_norm_sites(arch, blocks)
+            if bias is not None and all(rb in blocks for rb in rbs)]
+
+
+def _reader_means(blocks: dict, p: dict, inverse: bool) -> None:
+    """Layernorm mean directions with reader biases: a reader sees R (g * n + c) + b_R with
+    1^T n = 0, so R -> R + x (1/g)^T, b_R -> b_R - x (1/g)^T c leaves it unchanged."""
+    sign = -1.0 if inverse else 1.0
+    inv_g = 1 / blocks[p["gain"]].reshape(-1)
+    shift = float(inv_g.dot(blocks[p["bias"]].reshape(-1)))
+    for (name, x), rb in zip(p["x"].items(), p["reader_biases"]):
+        x = sign * np.asarray(x, dtype=float)
+        blocks[name] = blocks[name] + x[:, None] * inv_g[None, :]
+        blocks[rb] = blocks[rb] - (x * shift)[:, None]
+
+
+def _fix_means(arch: Architecture, form: CanonicalForm) -> None:
+    """Layernorm mean directions: every reader of a layernorm (gain 1, bias 0 after step 1)
+    with its rows centred (`layernorm means with reader biases`); every writer of a stream read
+    only through layernorms with its columns centred, an untied E with its rows (`stream shifts
+    behind layernorm`)."""
+    if arch.norm != "layernorm" or arch.post_norm:
+        return
+    b = form.blocks
+    for gain, bias, readers, rbs in _reader_mean_sites(arch, b):
+        if np.any(b[gain] != 1.0) or np.any(b[bias] != 0.0):
+            form.notes.append(f"{gain}: readers' means left (a gain not 1 or a bias not 0)")
+            continue
+        _add(form, arch, "reader means", gain=gain, bias=bias, reader_biases=rbs,
+             x={name: -b[name].mean(axis=1) for name in readers})
+    if "stream shifts behind layernorm" in set(quotiented(arch)):
+        rows = {"E": -b["E"].mean(axis=1)} if not arch.tied else {}
+        cols = {name: -b[name].mean(axis=0) for name in _stream_sites(arch, b)[0]}
+        _add(form, arch, "add constants", rows=rows, cols=cols)
 
 
 def _fix_stream(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
@@ -538,6 +595,7 @@ def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> Ca
     names = set(form.quotiented)
     _fold_norms(arch, form, names)
     _fix_stream(arch, form, names)
+    _fix_means(arch, form)
     _fix_biases(arch, form, names)
     _fix_heads(arch, form, names)
     _sort_heads(arch, form)
@@ -584,6 +642,14 @@ def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> lis
                                                             e=rng.normal(size=n))))
     if names & {"final norm gain", "final norm gain and bias"} and "L" in b:
         moves.append(Move("fold final gain", dict(c=scales(b["f"].size))))
+    if arch.norm == "layernorm" and not arch.post_norm:
+        for gain, bias, readers, rbs in _reader_mean_sites(arch, b):
+            moves.append(Move("reader means", dict(gain=gain, bias=bias, reader_biases=rbs, x={
+                name: rng.normal(size=b[name].shape[0]) for name in readers})))
+        if "stream shifts behind layernorm" in names:
+            cols = {name: rng.normal(size=b[name].shape[1]) for name in _stream_sites(arch, b)[0]}
+            rows = {} if arch.tied else {"E": rng.normal(size=b["E"].shape[0])}
+            moves.append(Move("add constants", dict(rows=rows, cols=cols)))
     if "stream rotations behind norms" in names and arch.norm == "rmsnorm":
         G, _ = np.linalg.qr(rng.normal(size=(b["E"].shape[1],) * 2))
         moves.insert(0, Move("stream rotation", dict(G=G)))
