@@ -212,11 +212,12 @@ def _zero(x, scale: float = 1.0, tol: float = 1e-5) -> bool:
     return float(np.abs(x).max()) <= tol * max(scale, 1e-300)
 
 
-def _balanced(X: np.ndarray, Y: np.ndarray) -> bool:
-    """X^T X = Y^T Y, diagonal (the SVD form refactor_factored_attn_matrices writes)."""
-    S, T = X.T.dot(X), Y.T.dot(Y)
-    scale = float(np.abs(S).max())
-    return _zero(S - T, scale) and _zero(S - np.diag(np.diag(S)), scale)
+def _svd_form(X: np.ndarray, Y: np.ndarray) -> bool:
+    """X^T X and Y^T Y both diagonal: the columns of each factor mutually orthogonal, as in an
+    SVD form (balanced, S^1/2 on both sides, or TransformerLens's OV form W_V = U S, W_O = V^T)."""
+    def diagonal(S: np.ndarray) -> bool:
+        return _zero(S - np.diag(np.diag(S)), float(np.abs(S).max()))
+    return diagonal(X.T.dot(X)) and diagonal(Y.T.dot(Y))
 
 
 def tl_features(family: str, bridge) -> dict:
@@ -257,10 +258,10 @@ def tl_features(family: str, bridge) -> dict:
                 s = slice(h * dh, (h + 1) * dh)
                 Qh = np.vstack([p[f"{a}.q.weight"][s].T, p[f"{a}.q.bias"][None, s]])
                 Kh = np.vstack([p[f"{a}.k.weight"][s].T, p[f"{a}.k.bias"][None, s]])
-                qk &= _balanced(Qh, Kh)
-                ov &= _balanced(p[f"{a}.v.weight"][s].T, p[f"{a}.o.weight"][s].T)
-        f["QK gauge (balanced SVD)"] = qk
-        f["OV gauge (balanced SVD)"] = ov
+                qk &= _svd_form(Qh, Kh)
+                ov &= _svd_form(p[f"{a}.v.weight"][s].T, p[f"{a}.o.weight"][s].T)
+        f["QK gauge (SVD form)"] = qk
+        f["OV gauge (SVD form)"] = ov
     return f
 
 
@@ -399,8 +400,8 @@ def canonical_row(family: str, root: Path, model_moved_folder: Path) -> dict:
 
 
 FEATURES = ("norm gains = 1", "layernorm biases = 0", "readers centred", "writers centred",
-            "unembed centred", "value biases = 0", "QK gauge (balanced SVD)",
-            "OV gauge (balanced SVD)", "unembed bias != 0")
+            "unembed centred", "value biases = 0", "QK gauge (SVD form)",
+            "OV gauge (SVD form)", "unembed bias != 0")
 
 
 def _mark(features: dict, name: str) -> str:
