@@ -34,8 +34,9 @@ fixed, so the whole is constant on an orbit of the families it quotients by:
                     gain balanced against its partner per pair (`shared QK-norm gain balance`)
  4 OV gauge         per group, [W_g | bv_g] and the stacked O_h^T in balanced SVD form
                     (`per-head GL(v)`)
- 5 heads, groups    heads within a group sorted by ||O_h W_g||_F descending (ties by
-                    ||K_h^T Q_g||_F), then groups by their largest head key (`head permutation`,
+ 5 heads, groups    heads within a group (all heads of a layer without key/value groups)
+                    sorted by ||O_h W_g||_F descending (ties by ||K_h^T Q_g||_F), then groups
+                    by their largest head key (`head permutation`,
                     `group permutation`)
  6 MLP neurons      rescaled (`MLP neuron rescaling`: gated, relu, square) so that the row
                     [P_j | bp_j] and the column U_j have equal norms (a relu or square gate
@@ -522,7 +523,9 @@ def _sort_heads(arch: Architecture, form: CanonicalForm) -> None:
             return _head_key(b, i, h, g)
 
         perm = list(range(1, arch.head_counts[i - 1] + 1))
-        for g, heads in groups.items():
+        if arch.kv_heads is None:     # every head its own group: all the layer's heads sort
+            perm = sorted(perm, key=lambda h: head_key(h, h))
+        for g, heads in (groups.items() if arch.kv_heads is not None else ()):
             order = sorted(heads, key=lambda h: head_key(h, g))
             for pos, h in zip(heads, order):
                 perm[pos - 1] = h
@@ -679,7 +682,7 @@ def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> lis
             moves.append(Move("shared qk balance", dict(layer=i, c=c)))
         if f"W_{i}_1" in b:
             perm = list(range(1, arch.head_counts[i - 1] + 1))
-            for heads in groups.values():
+            for heads in (groups.values() if arch.kv_heads is not None else [perm[:]]):
                 for pos, h in zip(heads, rng.permutation(heads)):
                     perm[pos - 1] = int(h)
             moves.append(Move("head permutation", dict(layer=i, perm=perm)))
@@ -763,7 +766,7 @@ def align_moves(arch: Architecture, target: dict, source: dict) -> list[Move]:
                 if perm != gs:
                     add("group permutation", layer=i, perm=perm)
             perm = list(range(1, arch.head_counts[i - 1] + 1))
-            for heads in groups.values():
+            for heads in (groups.values() if arch.kv_heads is not None else [perm[:]]):
                 names_of = per_head if arch.kv_heads is not None else shared + per_head
                 cost = np.array([[_cost(t, b, [f"{n}_{i}_{h}" for n in names_of],
                                         [f"{n}_{i}_{k}" for n in names_of]) for k in heads]
