@@ -130,12 +130,9 @@ def _pretrained(folder: Path, family: str, output: str):
     kw = dict(dtype=torch.float64, attn_implementation=attention_for(family))
     if family == "bert":
         return transformers.BertModel.from_pretrained(folder, add_pooling_layer=False, **kw).eval()
-    try:
-        return transformers.AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
-    except (OSError, ValueError, KeyError):
-        if output != "hidden":
-            raise
+    if output == "hidden":   # the base model: the function kept is its last hidden state
         return transformers.AutoModel.from_pretrained(folder, **kw).eval()
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, **kw).eval()
 
 
 def quiet() -> None:
@@ -426,14 +423,26 @@ class SameFunction:
 
 
 def _outputs(arch, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
+    """The native float64 output on token ids (N, n): the network on n tokens (the first n
+    columns of a learned position table)."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    n = ids.shape[1]
     t = {k: torch.as_tensor(v) for k, v in blocks.items()}
+    if "T" in t:
+        t["T"] = t["T"][:, :n]
+    arch = replace(arch, tokens=n)
     return hidden_state(arch, t, ids) if arch.hidden_output else logits(arch, t, ids)
 
 
 def same_function(a, b, *, tolerance: float | None = None, align=None, force: bool = False,
                   output: str = "logits", seed: int = 0, progress=None) -> SameFunction:
     """Whether checkpoints `a` and `b` of one config compute the same function up to the group
-    (module docstring); with `align`, B moved into A's gauge is written there."""
+    (module docstring); with `align`, B moved into A's gauge is written there.
+
+    Memory: each model is kept in its stored dtype beside one float64 copy of its weights (the
+    blocks, canonicalised in place); the outputs and distances that need the original blocks
+    are taken before."""
     say = progress or (lambda _message: None)
     if align is not None:
         align = _check_out(align, force)
@@ -441,15 +450,19 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
     _check_same_config(A, B)
     dtype = _widest([A.dtype, B.dtype])
     tol = SAME_TOLERANCE[dtype] if tolerance is None else float(tolerance)
+    ids = _sequences(A.model.config, seed, 8)
+    expected = _float64_forward(B.model, ids, B.output) if align is not None else None
     arch, blocks_a = _native_network(A)
     _, blocks_b = _native_network(B)
+    for loaded in (A, B):
+        _to_dtype(loaded.model, loaded.dtype)
+    release()
+    out_difference = _relative(_outputs(arch, blocks_a, ids), _outputs(arch, blocks_b, ids))
+    before = _block_difference(blocks_a, blocks_b)[0] if align is not None else None
     say("same-function: canonical forms of A and B")
-    form_a, form_b = forms.canonical_form(arch, blocks_a), forms.canonical_form(arch, blocks_b)
+    form_a = forms.canonical_form(arch, blocks_a, copy=False)
+    form_b = forms.canonical_form(arch, blocks_b, copy=False)
     difference, where = _block_difference(form_a.blocks, form_b.blocks)
-    ids = _sequences(A.model.config, seed, 8)
-    t = min(arch.tokens, ids.shape[1])
-    out_a, out_b = _outputs(arch, blocks_a, ids[:, :t]), _outputs(arch, blocks_b, ids[:, :t])
-    out_difference = _relative(out_a, out_b)
     if difference <= tol:
         verdict = "same"
     elif out_difference > tol:
@@ -462,17 +475,19 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
         matched = forms.align_moves(arch, form_a.blocks, form_b.blocks)
         aligned = forms.apply_moves(arch, forms.apply_moves(arch, form_b.blocks, matched),
                                     form_a.moves, inverse=True)
-        before, _ = _block_difference({k: np.asarray(v) for k, v in blocks_a.items()},
-                                      {k: np.asarray(v) for k, v in blocks_b.items()})
-        after, _ = _block_difference({k: np.asarray(v) for k, v in blocks_a.items()}, aligned)
-        expected = _float64_forward(B.model, ids, B.output)
+        del form_b, blocks_b
+        original_a = forms.apply_moves(arch, form_a.blocks, form_a.moves, inverse=True)
+        after, _ = _block_difference(original_a, aligned)
+        del form_a, blocks_a, original_a
         write_blocks(B.model, arch, aligned)
-        holder = [_to_dtype(B.model, B.dtype)]
+        del aligned
+        holder = [B.model]
         document = {"source": B.source, "aligned_to": A.source,
                     "relative_difference_to_A": {"before": before, "after": after},
                     "check": {"tolerance": TOLERANCE[B.dtype], "sequences": len(ids)},
-                    "not_quotiented": list(form_a.not_quotiented)}
-        B.model = None
+                    "not_quotiented": list(result.not_quotiented)}
+        A.model = B.model = None
+        release()
         _save_checked(holder, B, align, ids, expected, TOLERANCE[B.dtype], document)
         result.aligned = {"out": str(align), "before": before, "after": after,
                           "check": document["check"]["relative_difference"]}
