@@ -242,3 +242,33 @@ def test_the_python_api_refuses_what_is_not_a_checkpoint():
         M.canonical(torch.nn.Linear(2, 2))
     with pytest.raises(InputError, match="source"):
         M.same_function(3, 4)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_an_overflowing_embedding_is_the_overflow_refusal(family, tmp_path, capsys):
+    """An embedding scaled by 1e300 (issue 38, item 8, for the commands that came after it):
+    the norm's second moment is inf, the normalised stream 0, and `canonical` and
+    `same-function` stopped in an eigen-solver (LinAlgError, exit 1). Now both give the
+    overflow refusal naming the checkpoint, one line, exit 2, and nothing is written."""
+    torch.manual_seed(5)
+    if family == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_embd=4, n_head=2, n_layer=1, vocab_size=7, n_inner=3, n_positions=4))
+        table = lambda m: m.transformer.wte.weight  # noqa: E731
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=4, num_attention_heads=2, num_key_value_heads=1, intermediate_size=3,
+            num_hidden_layers=1, vocab_size=7, max_position_embeddings=8))
+        table = lambda m: m.model.embed_tokens.weight  # noqa: E731
+    model = model.eval().double()
+    with torch.no_grad():
+        table(model).mul_(1e300)
+    model.save_pretrained(tmp_path / "big")
+    big = tmp_path / "big"
+    for args in (["canonical", big, "-o", tmp_path / "out"], ["same-function", big, big],
+                 ["same-function", big, big, "--align", tmp_path / "aligned"]):
+        code, out, err = _cli(capsys, *args)
+        assert code == 2 and out == "", err
+        assert err.count("neuromanifold: error:") == 1 and "overflow" in err and str(big) in err
+        assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big"]

@@ -94,11 +94,31 @@ def test_sliding_windows_are_said_refused_or_noted(tmp_path):
     assert "sliding_window 5 is ignored: transformers' llama class has no sliding window" in out
     code, out, err = run_cli(["count", write("mistral", sliding_window=1), "--validate"])
     assert code == 0, err
-    assert ("note: sliding_window 1 < t = 3 tokens is dropped: the shrunk network attends to "
-            "every token") in out and "pass --tokens 1" in out
+    assert "each token attends only to itself" in out and "the window is dropped" in out
+    assert "--tokens 1" not in out   # advice that led to `not verified`, exit 1 (issue 38 audit)
     assert "verified: certified == counted (of the model without its sliding window" in out
     code, out, err = run_cli(["count", write("mistral", sliding_window=-5), "--validate"])
     assert code == 2 and "sliding_window` must be a whole number from 1" in err
+
+
+def test_a_window_of_one_token_is_counted_without_it_and_tokens_below_two_refused(tmp_path):
+    """Audit of issue 38 item 5: a window of 1 is narrower than every t >= 2 (each token
+    attends to itself alone). Plain `count` of a phi3 config with it was refused with advice to
+    pass fewer tokens (an option plain count lacks), and `count --validate` advised --tokens 1,
+    which certified nothing (exit 1). Now the window is dropped with a note saying what it
+    removes, and --tokens below 2 is refused in one line before any progress line."""
+    path = tmp_path / "phi3.json"
+    path.write_text(json.dumps({**hf.shipped_config("phi3"), "sliding_window": 1}))
+    code, out, err = run_cli(["count", str(path)])
+    assert code == 0, err
+    assert "the converted native network on 3 tokens" in out
+    assert "sliding_window 1: each token attends only to itself" in out
+    assert "the window is dropped" in out and "what is counted is the model without it" in out
+    for tokens in ("1", "0", "100001"):
+        code, out, err = run_cli(["count", "--model-type", "mistral", "--validate",
+                                  "--tokens", tokens])
+        assert (code, out, err.count("\n")) == (2, "", 1), err
+        assert err.startswith("neuromanifold: error: `tokens` must be")
 
 
 def test_numerical_is_refused_for_the_registry_families(capsys):

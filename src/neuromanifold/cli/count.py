@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from ..core.checks import bad_value, check_seed
+from ..core.checks import bad_value, check_int, check_seed
+from ..core.limits import MAX_TOKENS
 from .common import EXIT_AMBIGUOUS, print_json, stderr_progress
 
 
@@ -193,6 +194,14 @@ def count_command(
         if value is not None and not validate:
             raise bad_value(name, "given only with --validate (the count itself draws nothing)",
                             value, f"Add --validate to certify a shrunk model, or drop --{name}.")
+    if tokens is not None:   # before any progress line: bad input is one line
+        # on one token every softmax weight is 1: no query or key is read, and the counting
+        # rules (which assume t >= 2, Theorem 3.4) do not describe the shrunk model
+        why = "Pass --tokens 2 or more (on one token no query or key is read)."
+        tokens = check_int("tokens", tokens, minimum=2, fix=why)
+        if tokens > MAX_TOKENS:
+            raise bad_value("tokens", f"at most {MAX_TOKENS:,}", tokens,
+                            "Pass a few tokens (the shrunk model is certified on them).")
     tokens = certify.SHRINK["tokens"] if tokens is None else tokens
     seed = 0 if seed is None else seed
     cfg, source = config_from_options(config, model_type)

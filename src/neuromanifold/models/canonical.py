@@ -24,6 +24,7 @@ import contextlib
 import copy
 import gc
 import json
+import math
 import os
 import shutil
 import uuid
@@ -33,8 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.blocks import ARRAYS, FINITE
 from ..core.checks import bad_type, bad_value, check_choice, check_int
-from ..errors import ComputationError
+from ..core.finite import largest_entry, require_finite
+from ..errors import ComputationError, InputError
 from ..symmetries import canonical as forms
 from . import certify, hf
 from .checkpoint import _model_at, _native, _is_pretrained
@@ -169,6 +172,22 @@ def _native_network(loaded: Loaded):
     else:
         _, blocks = from_transformers(loaded.model, t)
     return arch, blocks
+
+
+def _require_finite(arch, blocks: dict, ids: torch.Tensor, source: str) -> None:
+    """Refuse (InputError naming the checkpoint) weights whose native float64 forward overflows
+    anywhere: a norm turns an overflow into finite zeros (an embedding scaled by 1e300 gives a
+    variance of inf and a normalised stream of 0), which the canonical form's eigen-solvers
+    met as a LinAlgError (exit 1) instead of the overflow refusal (issue 38, item 8)."""
+    try:
+        with torch.no_grad():
+            _outputs(arch, blocks, ids, FINITE)
+    except OverflowError as exc:
+        try:
+            require_finite(math.nan, f"intermediate values ({exc})", input_name="blocks",
+                           largest=largest_entry([torch.as_tensor(v) for v in blocks.values()]))
+        except InputError as refusal:
+            raise InputError(f"{source}: {refusal}") from None
 
 
 def _sequences(config, seed: int, n: int = CHECK_SEQUENCES) -> torch.Tensor:
@@ -338,6 +357,7 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     model = _to_dtype(model, loaded.dtype)
     release()
     arch, blocks = _native_network(loaded)
+    _require_finite(arch, blocks, ids, loaded.source)
     say(f"canonical: the canonical form of {len(blocks)} blocks")
     form = forms.canonical_form(arch, blocks, copy=False)
     write_blocks(model, arch, form.blocks)
@@ -422,7 +442,7 @@ class SameFunction:
                 "aligned": self.aligned}
 
 
-def _outputs(arch, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
+def _outputs(arch, blocks: dict, ids: torch.Tensor, arithmetic=ARRAYS) -> torch.Tensor:
     """The native float64 output on token ids (N, n): the network on n tokens (the first n
     columns of a learned position table)."""
     from dataclasses import replace  # noqa: PLC0415
@@ -432,7 +452,9 @@ def _outputs(arch, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
     if "T" in t:
         t["T"] = t["T"][:, :n]
     arch = replace(arch, tokens=n)
-    return hidden_state(arch, t, ids) if arch.hidden_output else logits(arch, t, ids)
+    if arch.hidden_output:
+        return hidden_state(arch, t, ids, arithmetic=arithmetic)
+    return logits(arch, t, ids, arithmetic=arithmetic)
 
 
 def same_function(a, b, *, tolerance: float | None = None, align=None, force: bool = False,
@@ -454,6 +476,8 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
     expected = _float64_forward(B.model, ids, B.output) if align is not None else None
     arch, blocks_a = _native_network(A)
     _, blocks_b = _native_network(B)
+    _require_finite(arch, blocks_a, ids, A.source)
+    _require_finite(arch, blocks_b, ids, B.source)
     for loaded in (A, B):
         _to_dtype(loaded.model, loaded.dtype)
     release()

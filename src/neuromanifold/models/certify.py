@@ -166,6 +166,16 @@ def window_notes(config: dict, tokens: int | None, use: str) -> list[str]:
                else f"transformers' {config.get('model_type')} class has no sliding window")
         return [f"sliding_window {given} is ignored: {why}, so every token attends to every "
                 "token before it"]
+    if window == 1:   # no t >= 2 avoids it: each token attends to itself alone
+        note = ("sliding_window 1: each token attends only to itself, so no query or key is read "
+                "on any sequence of 2 or more tokens; every counted family is still a symmetry "
+                "with the window (the count stays an upper bound), but the window removes more")
+        if use == "rules":
+            return [note]
+        done = "counted" if use == "count" else "certified"
+        return [f"{note}; the window is dropped: the {'converted' if use == 'count' else 'shrunk'}"
+                f" network on t = {tokens} tokens attends to every token (the native network has "
+                f"no window), so what is {done} is the model without it"]
     if use == "rules":
         return [f"sliding_window {window}: every counted family is a symmetry with the window "
                 f"too (it masks scores, it reads no weight); it changes nothing on at most "
@@ -414,7 +424,9 @@ def full_size(config: dict, tokens: int = SHRINK["tokens"], output: str | None =
     config = hf.check_config(config)
     window = sliding_window(config)
     notes = window_notes(config, tokens, "count")
-    if window is not None and window < tokens:
+    if window == 1 and tokens > 1:   # no t >= 2 avoids it: counted without it (the note says)
+        config = {**config, "sliding_window": None}
+    elif window is not None and window < tokens:
         tokens = window
     arch = native_network(config, tokens, output)
     out = registry_rules(arch)

@@ -41,7 +41,7 @@ from dataclasses import replace
 import torch
 
 from ..core.architecture import Architecture
-from ..core.blocks import block_forward
+from ..core.blocks import ARRAYS, block_forward
 from ..core.checks import bad_value, check_int
 from ..core.tokens import one_hot, pair_inputs
 from .hf import load_config
@@ -464,29 +464,31 @@ _FAMILY_BLOCKS = {"falcon": _falcon_blocks, "qwen3": _qwen3_blocks, "phi3": _phi
 
 
 def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor,
-                 type_ids: torch.Tensor | None = None) -> torch.Tensor:
+                 type_ids: torch.Tensor | None = None, *, arithmetic=ARRAYS) -> torch.Tensor:
     """The native last hidden state (N, d_l, t) (after the final norm, before the logits):
     `block_forward` of the same network without its embedding, positions table and logits, on
     the embedded input E^T X (times the embedding scale, + T). A network whose output is its
     hidden state (`hidden_output`: BERT) is `block_forward` itself, on token ids and, with
-    token types, type ids (zeros when not given)."""
+    token types, type ids (zeros when not given). `arithmetic`: as `block_forward`'s
+    (`blocks.FINITE` checks every intermediate value)."""
     if arch.hidden_output:
-        return block_forward(arch, blocks, bert_inputs(arch, ids, type_ids))
+        return block_forward(arch, blocks, bert_inputs(arch, ids, type_ids), arithmetic=arithmetic)
     X = one_hot(ids.long(), arch.vocab)
-    Z = torch.einsum("vd,nvt->ndt", blocks["E"], X) * arch.embed_scale
+    Z = arithmetic.scale(arithmetic.embed(blocks["E"], X), arch.embed_scale)
     if arch.positions == "learned":
-        Z = Z + blocks["T"]
+        Z = arithmetic.add(Z, blocks["T"])
     body = replace(arch, vocab=None, tied=False, embed_scale=1.0,
                    positions="none" if arch.positions == "learned" else arch.positions)
-    return block_forward(body, {k: v for k, v in blocks.items() if k not in ("E", "T", "L")}, Z)
+    return block_forward(body, {k: v for k, v in blocks.items() if k not in ("E", "T", "L")}, Z,
+                         arithmetic=arithmetic)
 
 
-def logits(arch: Architecture, blocks: dict, ids: torch.Tensor) -> torch.Tensor:
+def logits(arch: Architecture, blocks: dict, ids: torch.Tensor, *, arithmetic=ARRAYS) -> torch.Tensor:
     """The native logits (N, V, t) of token ids (N, t): `block_forward` on one-hot inputs."""
     if arch.hidden_output:
         raise bad_value("arch", "a network with logits", "hidden_output (BERT: the last hidden "
                         "state)", "Use hidden_state(arch, blocks, ids, type_ids).")
-    return block_forward(arch, blocks, one_hot(ids.long(), arch.vocab))
+    return block_forward(arch, blocks, one_hot(ids.long(), arch.vocab), arithmetic=arithmetic)
 
 
 # BERT (BertModel: post-norm blocks, an embedding norm, token types; the last hidden state).
