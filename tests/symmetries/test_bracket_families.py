@@ -26,14 +26,14 @@ SOFTMAX = [   # (options, the family, its proved count)
     (dict(widths=(5, 5), keys=3, tokens=3, heads=3, kv_heads=1, positions="rope", bias=True),
      UNROTATED, 1),
     (dict(widths=(3, 3), keys=1, tokens=3, heads=2, kv_heads=1, positions="rope", bias=True), UNROTATED, 1),
-    (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, positions="rope",
+    (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, positions="rope",
           rope_pairs=1, bias=True, out_bias=False), UNROTATED, 2),
     (dict(widths=(4, 4, 4), keys=(4, 3), tokens=3, heads=(2, 1), positions="rope", rope_pairs=(1, 1),
           bias=True, causal=True, residual=True, mlp=2, activation="gelu"), UNROTATED, 5),
     (dict(widths=(4, 4), keys=3, tokens=1, positions="rope", bias=True), UNROTATED, 3),
 ]
 LIGHTNING = [
-    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, norm="rmsnorm",
+    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, norm="rmsnorm",
           qk_norm=True, positions="rope"), QK_RESCALING, 2),
     (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, norm="rmsnorm", qk_norm=True,
           positions="rope"), QK_RESCALING, 1),
@@ -47,7 +47,7 @@ LIGHTNING = [
 # only: it must not appear) and the exact kernel check of every tangent there.
 EXACT = [
     dict(widths=(4, 4), keys=3, tokens=3, heads=2, positions="rope", rope_pairs=1, bias=True),
-    dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, positions="rope",
+    dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, positions="rope",
          rope_pairs=1, bias=True),
 ]
 
@@ -157,9 +157,9 @@ def test_families_stay_out_where_unproved():
           attention="softmax"), 92),
     (dict(widths=(3, 3), keys=1, tokens=3, heads=2, kv_heads=1, positions="rope", bias=True,
           attention="softmax"), 22),
-    (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, positions="rope",
+    (dict(widths=(4, 4), keys=4, tokens=2, heads=2, kv_heads=1, values=2, positions="rope",
           rope_pairs=1, bias=True, out_bias=False, attention="softmax"), 74),
-    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, norm="rmsnorm",
+    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, norm="rmsnorm",
           qk_norm=True, positions="rope"), 47),
     (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, norm="rmsnorm", qk_norm=True,
           positions="rope"), 44),
@@ -185,7 +185,7 @@ SCALED = [   # an embedding scale s: the stream families hold for every s (s E^T
     (dict(widths=(3, 3), keys=2, tokens=3, vocab=5, norm="layernorm", final_norm=True),
      "layernorm shifts at the ends"),
     (dict(widths=(3, 3), keys=2, tokens=3, vocab=5, norm="rmsnorm"), "norm rotations at the ends"),
-    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, vocab=4,
+    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, vocab=4,
           residual=True), "stream basis at the embedding and logits"),
 ]
 
@@ -213,7 +213,7 @@ def test_stream_families_hold_with_an_embedding_scale(case, attention):
 
 @pytest.mark.parametrize("options,truth", [
     # xcheck2 26 and 39 (loose with an embedding scale before)
-    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, vocab=4,
+    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, vocab=4,
           embed_scale=2.0, residual=True, attention="lightning"), 39),
     (dict(widths=(3, 3), keys=2, tokens=2, vocab=4, embed_scale=1.5, attention="softmax"), 23),
 ], ids=["xcheck2-26", "xcheck2-39"])
@@ -231,7 +231,7 @@ NORM_BIASED = [   # layernorm biases: the gains with their biases, shifts along 
     (dict(widths=(3, 3), keys=2, tokens=2, causal=True, positions="learned", bias=True, mlp_bias=True,
           residual=True, mlp=2, final_norm=True, vocab=4, tied=True, activation="gelu_tanh"),
      ("gain and bias rescaling", "stream shifts behind layernorm")),
-    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, gqa=True, residual=True,
+    (dict(widths=(3, 3), keys=2, tokens=2, heads=2, kv_heads=1, values=2, residual=True,
           mlp=2, activation="gelu_tanh"), ("gain and bias rescaling",)),
 ]
 
@@ -265,7 +265,7 @@ QK_LAYERNORM = [   # (options, proved count: (H + G) (d + bias) per layer)
           bias=True), 12),
     (dict(widths=(4, 4, 4), keys=2, tokens=3, heads=(2, 1), qk_norm=True, residual=True, mlp=2,
           causal=True, activation="gelu"), 24),
-    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, gqa=True, qk_norm=True,
+    (dict(widths=(4, 4), keys=2, tokens=3, heads=2, kv_heads=1, values=2, qk_norm=True,
           positions="rope", bias=True), 15),
 ]
 
