@@ -40,7 +40,7 @@ from ..core.finite import largest_entry, require_finite
 from ..errors import ComputationError, InputError
 from ..symmetries import canonical as forms
 from . import certify, hf
-from .checkpoint import _model_at, _native, _is_pretrained
+from .checkpoint import model_at, checkpoint_network, is_pretrained
 from .convert import from_transformers, hidden_state, logits
 from .float64 import attention_for, float64_model, register
 from .writeback import write_blocks
@@ -90,12 +90,12 @@ def load(source, output: str = "logits") -> Loaded:
     output = check_choice("output", output, certify.OUTPUTS)
     hf.require_transformers("canonical forms of checkpoints")
     if isinstance(source, torch.nn.Module):
-        if not _is_pretrained(source):
+        if not is_pretrained(source):
             raise bad_type("source", "a transformers PreTrainedModel or a checkpoint folder",
                            type(source).__name__, "Pass the model or the folder "
                            "save_pretrained wrote.")
         mt = getattr(source.config, "model_type", None)
-        _native(source.config.to_dict(), 2, output if mt != "bert" else "hidden",
+        checkpoint_network(source.config.to_dict(), 2, output if mt != "bert" else "hidden",
                 f"{type(source).__name__}.config")
         dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in source.parameters()})
         model = copy.deepcopy(source).to("cpu", torch.float64).eval()
@@ -112,10 +112,10 @@ def load(source, output: str = "logits") -> Loaded:
     config = read_config_file(files)
     mt = config.get("model_type")
     output = "hidden" if mt == "bert" else output
-    _native(config, 2, output, files.config_path)
+    checkpoint_network(config, 2, output, files.config_path)
     check_memory(reading_estimate(files))
     state = read_state_dict(files)
-    checked, notes = _model_at(config, state, files, output, float64=False)   # its checks only
+    checked, notes = model_at(config, state, files, output, float64=False)   # its checks only
     dtype = _widest(list(state.dtypes))
     del checked, state
     release()
@@ -166,9 +166,9 @@ def _native_network(loaded: Loaded):
     t = _context(loaded.model.config)
     arch = certify.native_network(loaded.model.config.to_dict(), t, loaded.output)
     if loaded.output == "hidden" and loaded.family != "bert":
-        from .checkpoint import _convert  # noqa: PLC0415
+        from .checkpoint import convert_model  # noqa: PLC0415
 
-        _, blocks = _convert(loaded.model, t, "hidden")
+        _, blocks = convert_model(loaded.model, t, "hidden")
     else:
         _, blocks = from_transformers(loaded.model, t)
     return arch, blocks

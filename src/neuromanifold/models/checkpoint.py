@@ -95,11 +95,11 @@ def load_checkpoint(source, tokens: int, *, output: str = "logits") -> Checkpoin
                        type(source).__name__, "Pass the folder save_pretrained wrote.")
     files = find_checkpoint(source)
     config = read_config_file(files)
-    arch = _native(config, tokens, output, files.config_path)
+    arch = checkpoint_network(config, tokens, output, files.config_path)
     hf.require_transformers("reading a checkpoint")
     check_memory(reading_estimate(files))
     state = read_state_dict(files)
-    model, notes = _model_at(config, state, files, output)
+    model, notes = model_at(config, state, files, output)
     blocks = _converted(model, tokens, output, arch, files.config_path)
     return Checkpoint(source=str(source), family=config["model_type"], config=config,
                       arch=arch, blocks=blocks, output=output, n_params=arch.n_params,
@@ -119,7 +119,7 @@ def reading_estimate(files: CheckpointFiles) -> MemoryEstimate:
                           advice="Read a smaller checkpoint (this reads every weight in float64)")
 
 
-def _native(config: dict, tokens: int, output: str, where) -> Architecture:
+def checkpoint_network(config: dict, tokens: int, output: str, where) -> Architecture:
     """The native network of a checkpoint's config (`certify.native_network`), every refusal
     naming the config file."""
     mt = config.get("model_type")
@@ -196,7 +196,7 @@ def _renamed(name: str, renamings: list) -> str:
     return name
 
 
-def _model_at(config: dict, state, files: CheckpointFiles, output: str, *, float64: bool = True):
+def model_at(config: dict, state, files: CheckpointFiles, output: str, *, float64: bool = True):
     """transformers' model of `config` holding the checkpoint's tensors in float64 (assigned, no
     copy of an initialisation), and notes on what was not read. float64=False assigns them as
     stored (no copy): the checks alone, for a caller that loads the weights its own way."""
@@ -261,7 +261,7 @@ def _owner(model, name: str):
     return obj
 
 
-def _convert(model, tokens: int, output: str) -> tuple[Architecture, dict]:
+def convert_model(model, tokens: int, output: str) -> tuple[Architecture, dict]:
     """(native architecture, float64 blocks on the CPU) of a loaded model for `output`."""
     config = model.config
     if output == "hidden" and config.model_type != "bert":
@@ -281,7 +281,7 @@ def _converted(model, tokens: int, output: str, arch: Architecture, where) -> di
     """The blocks of `model`, whose converted architecture must be `arch` (the same config read
     as a dict before the weights, and as transformers' object now): a difference is the
     converter's fault, not the caller's (exit code 1)."""
-    read, blocks = _convert(model, tokens, output)
+    read, blocks = convert_model(model, tokens, output)
     if read != arch:
         raise ComputationError(f"{where} converts to two networks: {arch} from its fields, "
                                f"{read} from transformers' config object; please report it")
@@ -292,12 +292,12 @@ def _from_live_model(model, tokens: int, output: str) -> Checkpoint:
     """A live transformers model (any device, any dtype), its weights read as they are."""
     config = getattr(model, "config", None)
     mt = getattr(config, "model_type", None)
-    if not hf.have_transformers() or not _is_pretrained(model):
+    if not hf.have_transformers() or not is_pretrained(model):
         raise bad_type("source", "a transformers PreTrainedModel (or a checkpoint folder)",
                        type(model).__name__, "For any other module use functional_dim(module, "
                        "inputs).")
     where = f"{type(model).__name__}.config"
-    arch = _native(config.to_dict(), tokens, output, where)
+    arch = checkpoint_network(config.to_dict(), tokens, output, where)
     for name, p in model.named_parameters():
         if p.is_meta:
             raise bad_value("source", "a model with its weights (not on the meta device)",
@@ -312,7 +312,7 @@ def _from_live_model(model, tokens: int, output: str) -> Checkpoint:
                       dtype="+".join(dtypes), layout="live model")
 
 
-def _is_pretrained(model) -> bool:
+def is_pretrained(model) -> bool:
     from transformers import PreTrainedModel  # noqa: PLC0415
 
     return isinstance(model, PreTrainedModel)

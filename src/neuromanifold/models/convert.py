@@ -116,7 +116,7 @@ def from_config(config, tokens: int) -> Architecture:
         raise bad_value("config: model_type", f"one of {', '.join(CONVERTED)}", mt,
                         "Only these families convert (docs/models.md#the-converter-transformers-models-as-native-networks).")
     if mt == "bert":
-        return _bert_config(cfg, tokens)
+        return bert_config(cfg, tokens)
     if mt in _FAMILY_CONFIGS:
         return _FAMILY_CONFIGS[mt](cfg, tokens)
     if mt == "gpt2":
@@ -209,8 +209,8 @@ def from_transformers(model, tokens: int) -> tuple[Architecture, dict[str, torch
                         "Pass the ...ForCausalLM class.")
     blocks: dict[str, torch.Tensor] = {}
     t = tokens
-    if model.config.model_type in _FAMILY_BLOCKS:
-        blocks.update(_FAMILY_BLOCKS[model.config.model_type](arch, base))
+    if model.config.model_type in FAMILY_BLOCKS:
+        blocks.update(FAMILY_BLOCKS[model.config.model_type](arch, base))
     elif arch.positions == "learned":
         blocks["E"] = _matrix(base.wte.weight)
         blocks["T"] = _matrix(base.wpe.weight[:t]).T.contiguous()
@@ -460,7 +460,7 @@ def _phi3_blocks(arch: Architecture, base) -> dict[str, torch.Tensor]:
 
 
 _FAMILY_CONFIGS = {"falcon": _falcon_config, "qwen3": _qwen3_config, "phi3": _phi3_config}
-_FAMILY_BLOCKS = {"falcon": _falcon_blocks, "qwen3": _qwen3_blocks, "phi3": _phi3_blocks}
+FAMILY_BLOCKS = {"falcon": _falcon_blocks, "qwen3": _qwen3_blocks, "phi3": _phi3_blocks}
 
 
 def hidden_state(arch: Architecture, blocks: dict, ids: torch.Tensor,
@@ -492,7 +492,7 @@ def logits(arch: Architecture, blocks: dict, ids: torch.Tensor, *, arithmetic=AR
 
 
 # BERT (BertModel: post-norm blocks, an embedding norm, token types; the last hidden state).
-def _bert_config(cfg: dict, tokens: int) -> Architecture:
+def bert_config(cfg: dict, tokens: int) -> Architecture:
     """BertModel's native network: its last hidden state (`hidden_output`, no pooler, no logits)
     of (token id, type id) sequences; post-norm blocks, the embedding norm, learned positions."""
     if _get(cfg, "position_embedding_type", "absolute") != "absolute" or _get(cfg, "is_decoder", False):
@@ -521,7 +521,7 @@ def _bert_from_transformers(model, tokens: int) -> tuple[Architecture, dict[str,
     (key -> Q, query -> K, value -> W per head; attention.output.dense -> O, bo; its LayerNorm ->
     g_i, c_i), the MLP (intermediate.dense -> P, bp; output.dense -> U, bu; its LayerNorm -> n_i,
     cn_i). The output is BertModel's last hidden state, whatever head the model carries."""
-    arch = _bert_config(model.config.to_dict(), tokens)
+    arch = bert_config(model.config.to_dict(), tokens)
     base = getattr(model, "bert", None) or model
     emb = base.embeddings
     blocks: dict[str, torch.Tensor] = {"E": _matrix(emb.word_embeddings.weight),

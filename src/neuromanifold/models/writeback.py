@@ -20,7 +20,7 @@ import torch
 
 from ..core.architecture import Architecture
 from ..core.checks import bad_type, bad_value
-from .convert import _FAMILY_BLOCKS, CONVERTED, _bert_config, from_config, rotary_permutation
+from .convert import FAMILY_BLOCKS, CONVERTED, bert_config, from_config, rotary_permutation
 
 
 def write_blocks(model, arch: Architecture, blocks: dict) -> None:
@@ -54,7 +54,7 @@ def _check_arch(model, arch: Architecture) -> None:
                        "Pass the arch that from_transformers returned with the blocks.")
     cfg = model.config.to_dict()
     if model.config.model_type == "bert":
-        allowed = [_bert_config(cfg, tokens)]
+        allowed = [bert_config(cfg, tokens)]
     else:
         native = from_config(model.config, tokens)
         allowed = [native, replace(native, hidden_output=True, tied=False)]
@@ -150,7 +150,7 @@ def _plan(model, arch: Architecture) -> list:
             or getattr(model, "gpt_neox", None) or model)
     lm_head = getattr(model, "lm_head", None) or getattr(model, "embed_out", None)
     plan: list = []
-    if mt in _FAMILY_BLOCKS:
+    if mt in FAMILY_BLOCKS:
         {"falcon": _falcon, "qwen3": _qwen3, "phi3": _phi3}[mt](arch, base, plan)
     elif arch.positions == "learned":
         plan.append(_same("E", base.wte.weight))

@@ -189,10 +189,10 @@ def _shared_qk_balance(blocks: dict, p: dict, inverse: bool) -> None:
 
 def _stream_sites(arch: Architecture, blocks: dict) -> tuple[list[str], list[tuple[str, str]]]:
     """The residual stream's writers (through their rows) and readers with the gain in front of
-    each (the registry's `catalogue.stream._stream_blocks`), the logits L behind f untied."""
-    from .catalogue.stream import _stream_blocks  # noqa: PLC0415
+    each (the registry's `catalogue.stream.stream_blocks`), the logits L behind f untied."""
+    from .catalogue.stream import stream_blocks  # noqa: PLC0415
 
-    writers, readers = _stream_blocks(arch, blocks)
+    writers, readers = stream_blocks(arch, blocks)
     if not arch.tied and "L" in blocks:
         readers = readers + [("L", "f" if arch.final_norm else None)]
     return writers, readers

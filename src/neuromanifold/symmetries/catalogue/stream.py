@@ -182,7 +182,7 @@ def _value_set(arch: Architecture, blocks: dict, j: int, ops: TangentOps):
     return lift, condition
 
 
-def _stream_blocks(arch: Architecture, blocks: dict) -> tuple[list[str], list[tuple[str, str]]]:
+def stream_blocks(arch: Architecture, blocks: dict) -> tuple[list[str], list[tuple[str, str]]]:
     """A residual stream's writers (T and every layer's writers, through their rows) and its
     readers with the norm gain in front of each ((name, gain): the heads' query, key and value
     inputs behind g_i, the MLP's gate and values behind n_i), biases and groups included; a
@@ -288,7 +288,7 @@ def stream_basis_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
                 put(_tied_change(blocks, zero, first_readers, last_writers, r, s, ops))
         return
     if arch.residual:
-        writers, readers = _stream_blocks(arch, blocks)
+        writers, readers = stream_blocks(arch, blocks)
         readers = [name for name, _ in readers] + ([] if arch.tied else ["L"])
         groups = [(d0, (writers, readers, ["E"]))]
     else:
@@ -367,7 +367,7 @@ def stream_rotation_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
     biases (norm_bias) each norm's bias c -> D G D^-1 c too: R D G^-1 D^-1 then reads
     D G N(Z) + D G D^-1 c as R read D N(Z) + c (family *stream rotations with norm biases*)."""
     d = arch.widths[0]
-    writers, readers = _stream_blocks(arch, blocks)
+    writers, readers = stream_blocks(arch, blocks)
     if not arch.tied:
         readers.append(("L", "f" if arch.final_norm else None))
     sample = blocks["E"]
@@ -410,7 +410,7 @@ def stream_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zer
     """A residual stream read only through layernorms (a final norm included): layernorm(Z + 1 y^T)
     = layernorm(Z), so every writer M -> M + 1 x^T (the heads' value outputs, U, T; the
     embedding E^T + 1 x^T, i.e. E + x 1^T, when untied) leaves the map unchanged."""
-    writers, _ = _stream_blocks(arch, blocks)
+    writers, _ = stream_blocks(arch, blocks)
     for name in writers:
         for c in range(blocks[name].shape[1]):
             d = zero[name].clone()
