@@ -414,8 +414,9 @@ def _block_difference(a: dict, b: dict) -> tuple[float, str]:
     larger of max |a| and max |b|; 0 for two zero blocks), and the block where it is."""
     worst, where = 0.0, ""
     for k in a:
-        scale = max(float(np.abs(a[k]).max()), float(np.abs(b[k]).max()))
-        d = float(np.abs(a[k] - b[k]).max()) / scale if scale > 0 else 0.0
+        x, y = np.asarray(a[k]), np.asarray(b[k])     # torch blocks as numpy views
+        scale = max(float(np.abs(x).max()), float(np.abs(y).max()))
+        d = float(np.abs(x - y).max()) / scale if scale > 0 else 0.0
         if d > worst:
             worst, where = d, k
     return worst, where
