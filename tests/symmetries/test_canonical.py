@@ -294,3 +294,27 @@ def test_swapping_two_heads_of_a_network_without_groups_keeps_it(name):
     assert _diff(blocks, swapped) > 1e-3
     assert _diff(C.canonical_form(arch, blocks).blocks,
                  C.canonical_form(arch, swapped).blocks) < TOL
+
+
+@pytest.mark.parametrize("name", ["falcon-mq", "gpt_neox"])
+def test_a_bias_of_mean_zero_beside_bias_free_readers(name):
+    """u^T c = 0 (u = 1/g; an untrained checkpoint's zero bias) is a degenerate point of the
+    bias-free family: the readers' means are free there too. The form says so, is still constant
+    on the orbit, keeps the function, and its moves undo exactly (the readers' means are moved
+    first, so that the bias-free move drops nothing)."""
+    made = FAMILY_CASES[name]()
+    arch, blocks, ids = made[1], {k: v.numpy().copy() for k, v in made[2].items()}, made[3]
+    sites = C._bias_free_sites(arch, blocks)
+    assert sites
+    for gain, bias, _ in sites:
+        g, c = blocks[gain], blocks[bias]
+        blocks[bias] = c - g * float((c / g).sum()) / g.size
+    form = C.canonical_form(arch, blocks)
+    assert sum("degenerate point" in n for n in form.notes) == len(sites)
+    f0, f1 = _out(arch, blocks, ids), _out(arch, form.blocks, ids)
+    assert float((f0 - f1).abs().max() / f0.abs().max()) < 1e-12
+    assert _diff(blocks, C.apply_moves(arch, form.blocks, form.moves, inverse=True)) < 1e-12
+    assert _diff(form.blocks, C.canonical_form(arch, form.blocks).blocks) < TOL
+    for seed in range(2):
+        moved = C.apply_moves(arch, blocks, C.random_group_element(arch, blocks, seed))
+        assert _diff(form.blocks, C.canonical_form(arch, moved).blocks) < TOL

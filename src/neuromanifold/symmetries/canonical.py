@@ -300,20 +300,31 @@ def _bias_free_shift(blocks: dict, p: dict, inverse: bool) -> None:
     1^T n = 0, so what they compute is R D on 1^⊥ (D = diag g) and the constant R c. With
     u = 1/g, c -> c' = c + delta and every reader R -> R (I - delta u^T / t), t = u^T c' != 0,
     keeps both: R' D n = R D n - R delta (1^T n) / t, R' c' = R c' - R delta = R c. The inverse
-    is R (I + delta u^T / s), s = u^T c (Sherman-Morrison); at s = 0 (c on the hyperplane
-    u^T c = 0, where R -> R + x u^T is itself a symmetry) the readers are left as they are: the
-    point reached is an equivalent one, not the same weights (`canonical_form` notes it)."""
+    is R (I + delta u^T / s), s = u^T c (Sherman-Morrison). A move made at s = 0 (c on the
+    hyperplane u^T c = 0, where R -> R + x u^T is itself a symmetry; `degenerate` in the move)
+    leaves the readers as they are on the way back, which undoes it exactly since R delta = 0
+    there (`_fix_bias_free` sees to that); so does the inverse when s is exactly 0."""
     u = 1 / blocks[p["gain"]].reshape(-1)
     delta = np.asarray(p["delta"], dtype=float).reshape(-1)
     c = blocks[p["bias"]].reshape(-1)
     new = c - delta if inverse else c + delta
     t = float(u.dot(new))           # u^T c' forward, u^T c inverse
     blocks[p["bias"]] = new.reshape(-1, 1)
-    if inverse and abs(t) <= 1e-12 * np.linalg.norm(u) * max(np.linalg.norm(new), 1e-300):
+    if inverse and (p.get("degenerate") or t == 0.0):
         return
     for m in p["readers"]:
         step = np.outer(blocks[m].dot(delta), u) / t
         blocks[m] = blocks[m] + step if inverse else blocks[m] - step
+
+
+def _bias_free_means(blocks: dict, p: dict, inverse: bool) -> None:
+    """R -> R + x u^T (u = 1/g) for readers without biases of a layernorm whose bias has
+    u^T c = 0: they read R (g * n + c) with 1^T n = 0, and x u^T (g * n + c) = x (1^T n + u^T c)
+    = 0. A symmetry only there (`_fix_bias_free` uses it at that degenerate point alone)."""
+    u = 1 / blocks[p["gain"]].reshape(-1)
+    for m, x in p["x"].items():
+        x = np.asarray(x, dtype=float).reshape(-1) * (-1 if inverse else 1)
+        blocks[m] = blocks[m] + np.outer(x, u)
 
 
 def _post_norm_shift(blocks: dict, p: dict, inverse: bool) -> None:
@@ -343,7 +354,8 @@ def _act(arch: Architecture, blocks: dict, move: Move, inverse: bool) -> None:
              "fold final gain": _fold_final, "shared qk balance": _shared_qk_balance,
              "embedding means": _add_constants, "embedding shift": _add_constants,
              "token type shift": _add_constants, "output bias trade": _trade_output_biases,
-             "bias-free readers": _bias_free_shift, "post-norm bias shift": _post_norm_shift,
+             "bias-free readers": _bias_free_shift, "bias-free means": _bias_free_means,
+             "post-norm bias shift": _post_norm_shift,
              "post-norm reader means": _reader_means, "post-norm write means": _add_constants}
     if kind in local:
         local[kind](blocks, p, inverse)
@@ -590,11 +602,20 @@ def _fix_bias_free(arch: Architecture, form: CanonicalForm) -> None:
         if np.any(g != 1.0):
             form.notes.append(f"{bias}: beside bias-free readers, left as it is (a gain not 1)")
             continue
+        delta = 1.0 - c
         if abs(c.sum()) <= 1e-12 * np.sqrt(c.size) * max(np.linalg.norm(c), 1e-300):
-            form.notes.append(f"{bias}: mean 0 beside bias-free readers (the readers' means "
-                              "are free there); the moves undo to an equivalent point")
+            # u^T c = 0 (an untrained checkpoint's zero bias): R -> R + x u^T is a symmetry
+            # here, and the move below would drop R delta. First R delta -> 0 by it (the rule
+            # is unchanged: R P + (R c) 1^T / d reads the same), so every move undoes exactly.
+            form.notes.append(f"{bias}: mean 0 beside bias-free readers (a degenerate point: "
+                              "the readers' means are free there too)")
+            _add(form, arch, "bias-free means", gain=gain, readers=list(readers),
+                 x={m: -b[m].dot(delta) / delta.sum() for m in readers})
+            _add(form, arch, "bias-free readers", gain=gain, bias=bias, readers=list(readers),
+                 delta=delta, degenerate=True)
+            continue
         _add(form, arch, "bias-free readers", gain=gain, bias=bias, readers=list(readers),
-             delta=1.0 - c)
+             delta=delta)
 
 
 def _fix_stream(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
