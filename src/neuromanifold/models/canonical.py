@@ -200,14 +200,17 @@ def _sequences(config, seed: int, n: int = CHECK_SEQUENCES) -> torch.Tensor:
 
 def _float64_forward(model, ids: torch.Tensor, output: str) -> torch.Tensor:
     """transformers' own forward of `model` (float64) at float64 round-off: its output
-    (logits, or the last hidden state) on token ids."""
+    (logits, or the last hidden state) on token ids; BERT's with the type ids ids mod
+    type_vocab_size, so that every token type is read."""
     register()
     float64_model(model)
     model.config._attn_implementation = attention_for(model.config.model_type)
     with torch.no_grad():
-        if output == "hidden" or model.config.model_type == "bert":
-            base = model.base_model if model.config.model_type != "bert" else model
-            return base(ids).last_hidden_state
+        if model.config.model_type == "bert":     # every token type occurs (a rule on ids)
+            types = ids % max(int(getattr(model.config, "type_vocab_size", 1) or 1), 1)
+            return model(ids, token_type_ids=types).last_hidden_state
+        if output == "hidden":
+            return model.base_model(ids).last_hidden_state
         return model(ids).logits
 
 

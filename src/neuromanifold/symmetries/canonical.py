@@ -13,18 +13,35 @@ fixed, so the whole is constant on an orbit of the families it quotients by:
                     layernorm bias over the gain (`norm gain rescaling`, `gain and bias
                     rescaling`, `final norm gain`); then a layernorm bias into its readers'
                     biases where every reader has one (`layernorm bias into readers' biases`)
- 1b stream basis    behind RMSNorms, with every gain folded to 1 (`stream rotations behind
+ 1a bias-free       a layernorm bias beside readers without biases (`layernorm bias beside
+                    bias-free readers`: Falcon's norms, the final norm before untied logits):
+                    the bias set to 1 and every reader R to R P + (R c) 1^T / d
+                    (P = I - 1 1^T / d: what it reads on 1's complement and its constant R c)
+ 1b input stream    BERT's E^T X + T + Ty^T Y: rows of E and Ty and columns of T centred
+                    (`embedding norm means`), Ty's type mean moved into E (`token types beside
+                    the embedding`), then E's vocabulary mean into T (`embedding shift into
+                    positions`)
+ 1c post-norm       BERT: every norm bias with a next sub-layer moved into its readers' biases
+                    and that sub-layer's output bias (`post-norm bias shifts`), every reader
+                    row made orthogonal to 1/g (`post-norm readers' means`), every writer's
+                    columns centred (`post-norm write means`)
+ 1d stream basis    behind RMSNorms, with every gain folded to 1 (`stream rotations behind
                     norms`): the principal axes of the embedding and untied logits
                     (E^T E + L^T L's eigenvectors, eigenvalues descending), each turned so
                     that its column of [E; L] V has its largest entry positive
- 1c layernorm means every layernorm reader's rows centred (gain 1, bias 0 after step 1:
+ 1e layernorm means every layernorm reader's rows centred (gain 1, bias 0 after step 1:
                     `layernorm means with reader biases`), every writer of a stream read only
                     through layernorms with its columns centred, an untied E with its rows
                     (`stream shifts behind layernorm`)
+ 1f stream basis    behind layernorms with biases (`stream rotations with norm biases`: G
+                    orthogonal, G 1 = 1, each norm bias rotated too): the principal axes of
+                    [E P; L P] on 1's complement sent to its Helmert basis, signs as in 1d
  2 biases           the softmax query bias (native bq: transformers' KEY bias) set to 0 where
                     it does not change the scores (`softmax query bias`, on the unrotated
                     coordinates under rotary positions); the value bias moved into the output
-                    bias where there is one (`value bias beside output bias`)
+                    bias where there is one (`value bias beside output bias`); a parallel
+                    block's MLP output bias moved into its attention output bias
+                    (`parallel output bias trade`)
  3 QK gauge         per key/value group, [Q_g | bq_g] and the stacked [K_h | bk_h] in balanced
                     SVD form (`per-head GL(a)`): both S^1/2 times orthonormal rows, singular
                     values descending; under rotary positions only the commutant
@@ -46,12 +63,10 @@ Signs: each SVD row pair and each rescaled neuron is turned so that the entry of
 magnitude of its Q (W, P) row is positive. A step that meets a degenerate case (a zero gain, a
 rank-deficient head, a zero neuron) leaves that part as it is and says so in `notes`.
 
-What is not quotiented (docs/canonical.md lists it per family): the stream's rotations behind
-layernorms with biases (`stream rotations with norm biases`), layernorm biases beside bias-free
-readers, the
-post-norm families of BERT, the embedding shifts, the biases beside bias-free readers, and
-families that exist only for lightning attention. `not_quotiented(arch)` names them for a
-network, from the registry.
+What is not quotiented (docs/canonical.md lists it per family): the families that exist only
+for lightning attention or networks no converter reads, and none of the converted families'
+(`not_quotiented(arch)` names them for a network, from the registry). A family whose proved
+generic count is 0 for a network builds no tangent there and is not listed for it.
 """
 
 from __future__ import annotations
@@ -71,7 +86,11 @@ QUOTIENTED = (
     "layernorm bias into readers' biases", "softmax query bias",
     "softmax query bias on unrotated coordinates", "value bias beside output bias",
     "MLP neuron rescaling", "shared QK-norm gain balance", "stream rotations behind norms",
-    "layernorm means with reader biases", "stream shifts behind layernorm")
+    "layernorm means with reader biases", "stream shifts behind layernorm",
+    "embedding norm means", "token types beside the embedding", "embedding shift into positions",
+    "parallel output bias trade", "layernorm bias beside bias-free readers",
+    "post-norm bias shifts", "post-norm readers' means", "post-norm write means",
+    "stream rotations with norm biases")
 DISCRETE = ("head permutation", "group permutation", "MLP neuron permutation")
 
 
@@ -100,14 +119,13 @@ class CanonicalForm:
 
 
 def _acting(arch: Architecture) -> list[str]:
-    """The registry's families of `arch` that act at some layer (or on the whole network)."""
+    """The registry's families of `arch` that act at some layer (or on the whole network): not
+    one whose proved generic count is 0 for `arch` (it builds no tangent there, its group is
+    trivial: `layernorm bias beside bias-free readers` on a network whose every norm's readers
+    have biases and whose logits are tied, GPT-2 and Falcon's new decoder)."""
     return [f.name for f in families_for(arch)
-            if f.at_layer is None or any(f.at_layer(arch, i) for i in range(1, arch.n_layers + 1))]
-
-
-def not_quotiented(arch: Architecture) -> tuple[str, ...]:
-    """The registry's families of `arch` that `canonical_form` does not fix."""
-    return tuple(n for n in _acting(arch) if n not in QUOTIENTED)
+            if (f.at_layer is None or any(f.at_layer(arch, i) for i in range(1, arch.n_layers + 1)))
+            and f.count(arch) != 0]
 
 
 def discrete(arch: Architecture) -> tuple[str, ...]:
@@ -118,9 +136,26 @@ def discrete(arch: Architecture) -> tuple[str, ...]:
         any(m > 0 for m in arch.mlp_widths))) if on)
 
 
+def _quotients(arch: Architecture, name: str) -> bool:
+    """Whether `canonical_form` has a rule for family `name` on `arch`: every family of
+    QUOTIENTED, the stream rotations with norm biases only behind layernorms with a final
+    norm before untied logits (the rule reads E and L on 1's complement), the post-norm
+    readers' means only with norm biases (BERT's; the rule moves each reader's bias with it)."""
+    if name == "stream rotations with norm biases":
+        return arch.norm == "layernorm" and arch.final_norm and not arch.tied
+    if name == "post-norm readers' means":
+        return arch.norm_bias
+    return name in QUOTIENTED
+
+
+def not_quotiented(arch: Architecture) -> tuple[str, ...]:
+    """The registry's families of `arch` that `canonical_form` does not fix."""
+    return tuple(n for n in _acting(arch) if not _quotients(arch, n))
+
+
 def quotiented(arch: Architecture) -> tuple[str, ...]:
     """The registry's families of `arch` that `canonical_form` fixes (DISCRETE besides)."""
-    return tuple(n for n in _acting(arch) if n in QUOTIENTED)
+    return tuple(n for n in _acting(arch) if _quotients(arch, n))
 
 
 # ------------------------------------------------------------------ the moves and their inverses
@@ -199,9 +234,11 @@ def _stream_sites(arch: Architecture, blocks: dict) -> tuple[list[str], list[tup
 
 
 def rotate_stream(arch: Architecture, out: dict, move: dict) -> dict:
-    """Stream rotations behind norms (rmsnorm(G Z) = G rmsnorm(Z), G orthogonal): every writer
-    G times itself, E -> E G^T, every reader R behind a gain D -> R D G^T D^-1 (the registry's
-    family, `catalogue.stream.stream_rotation_tangents`, at a finite G)."""
+    """Stream rotations behind norms (rmsnorm(G Z) = G rmsnorm(Z), G orthogonal; layernorm too
+    when G 1 = 1): every writer G times itself, E -> E G^T, every reader R behind a gain D ->
+    R D G^T D^-1, and with norm biases each norm's bias c -> D G D^-1 c (the registry's
+    families `stream rotations behind norms` and `stream rotations with norm biases`,
+    `catalogue.stream.stream_rotation_tangents`, at a finite G)."""
     G = np.asarray(move["G"], dtype=float)
     writers, readers = _stream_sites(arch, out)
     for name in writers:
@@ -213,6 +250,13 @@ def rotate_stream(arch: Architecture, out: dict, move: dict) -> dict:
         else:
             D = out[gain].reshape(-1)
             out[name] = (out[name] * D[None, :]).dot(G.T) / D[None, :]
+    if arch.norm_bias:        # `stream rotations with norm biases`: each bias c -> D G D^-1 c
+        for gain in dict.fromkeys(g for _, g in readers if g is not None):
+            kind, sep, layer = gain.partition("_")
+            bias = {"g": "c", "n": "cn", "f": "cf"}[kind] + sep + layer
+            if bias in out:
+                D = out[gain].reshape(-1, 1)
+                out[bias] = D * G.dot(out[bias] / D)
     return out
 
 
@@ -242,6 +286,59 @@ def _add_constants(blocks: dict, p: dict, inverse: bool) -> None:
         blocks[name] = blocks[name] + sign * np.asarray(x, dtype=float)[None, :]
 
 
+def _trade_output_biases(blocks: dict, p: dict, inverse: bool) -> None:
+    """Parallel output bias trade: bo_i -> bo_i + x, bu_i -> bu_i - x (layer i's attention and
+    MLP write to the same output: only bo_i + bu_i reaches the stream)."""
+    i, x = p["layer"], np.asarray(p["x"], dtype=float).reshape(-1, 1) * (-1 if inverse else 1)
+    blocks[f"bo_{i}"] = blocks[f"bo_{i}"] + x
+    blocks[f"bu_{i}"] = blocks[f"bu_{i}"] - x
+
+
+def _bias_free_shift(blocks: dict, p: dict, inverse: bool) -> None:
+    """A layernorm's bias beside readers without biases, at a finite element (the registry's
+    family, `catalogue.norms.bias_free_mean_tangents`, "9''"): the readers see R (g * n + c) with
+    1^T n = 0, so what they compute is R D on 1^⊥ (D = diag g) and the constant R c. With
+    u = 1/g, c -> c' = c + delta and every reader R -> R (I - delta u^T / t), t = u^T c' != 0,
+    keeps both: R' D n = R D n - R delta (1^T n) / t, R' c' = R c' - R delta = R c. The inverse
+    is R (I + delta u^T / s), s = u^T c (Sherman-Morrison). A move made at s = 0 (c on the
+    hyperplane u^T c = 0, where R -> R + x u^T is itself a symmetry; `degenerate` in the move)
+    leaves the readers as they are on the way back, which undoes it exactly since R delta = 0
+    there (`_fix_bias_free` sees to that); so does the inverse when s is exactly 0."""
+    u = 1 / blocks[p["gain"]].reshape(-1)
+    delta = np.asarray(p["delta"], dtype=float).reshape(-1)
+    c = blocks[p["bias"]].reshape(-1)
+    new = c - delta if inverse else c + delta
+    t = float(u.dot(new))           # u^T c' forward, u^T c inverse
+    blocks[p["bias"]] = new.reshape(-1, 1)
+    if inverse and (p.get("degenerate") or t == 0.0):
+        return
+    for m in p["readers"]:
+        step = np.outer(blocks[m].dot(delta), u) / t
+        blocks[m] = blocks[m] + step if inverse else blocks[m] - step
+
+
+def _bias_free_means(blocks: dict, p: dict, inverse: bool) -> None:
+    """R -> R + x u^T (u = 1/g) for readers without biases of a layernorm whose bias has
+    u^T c = 0: they read R (g * n + c) with 1^T n = 0, and x u^T (g * n + c) = x (1^T n + u^T c)
+    = 0. A symmetry only there (`_fix_bias_free` uses it at that degenerate point alone)."""
+    u = 1 / blocks[p["gain"]].reshape(-1)
+    for m, x in p["x"].items():
+        x = np.asarray(x, dtype=float).reshape(-1) * (-1 if inverse else 1)
+        blocks[m] = blocks[m] + np.outer(x, u)
+
+
+def _post_norm_shift(blocks: dict, p: dict, inverse: bool) -> None:
+    """Post-norm bias shift (the registry's `post-norm bias shifts`, at a finite e): the norm's
+    bias c -> c - e moves every reader's output by -R e, which b_R -> b_R + R e takes back, and
+    the stream the next sub-layer's output is added to by -e, which that sub-layer's output
+    bias (`back`) -> back + e takes back before the next norm."""
+    e = np.asarray(p["e"], dtype=float).reshape(-1, 1) * (-1 if inverse else 1)
+    blocks[p["bias"]] = blocks[p["bias"]] - e
+    blocks[p["back"]] = blocks[p["back"]] + e
+    for m, rb in zip(p["readers"], p["reader_biases"]):
+        blocks[rb] = blocks[rb] + blocks[m].dot(e)
+
+
 def _inverse_perm(perm: list[int]) -> list[int]:
     inv = [0] * len(perm)
     for pos, src in enumerate(perm, start=1):
@@ -254,7 +351,12 @@ def _act(arch: Architecture, blocks: dict, move: Move, inverse: bool) -> None:
     p, kind = move.params, move.kind
     local = {"fold gain": _fold_gain, "bias into readers": _bias_into_readers,
              "add constants": _add_constants, "reader means": _reader_means,
-             "fold final gain": _fold_final, "shared qk balance": _shared_qk_balance}
+             "fold final gain": _fold_final, "shared qk balance": _shared_qk_balance,
+             "embedding means": _add_constants, "embedding shift": _add_constants,
+             "token type shift": _add_constants, "output bias trade": _trade_output_biases,
+             "bias-free readers": _bias_free_shift, "bias-free means": _bias_free_means,
+             "post-norm bias shift": _post_norm_shift,
+             "post-norm reader means": _reader_means, "post-norm write means": _add_constants}
     if kind in local:
         local[kind](blocks, p, inverse)
         return
@@ -399,6 +501,123 @@ def _fix_means(arch: Architecture, form: CanonicalForm) -> None:
         _add(form, arch, "add constants", rows=rows, cols=cols)
 
 
+def _fix_embedding(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    """The input stream E^T X + T + Ty^T Y (BERT: read only through the embedding norm):
+    every row of E and Ty and every column of T centred (`embedding norm means`: the layernorm
+    drops a multiple of 1 in each token's input); then Ty's mean over the types moved into E
+    (`token types beside the embedding`: every token has one type), then E's mean over the
+    vocabulary into every column of T (`embedding shift into positions`: every token has one
+    position). So E and Ty have mean 0 over their rows, and T carries the constant."""
+    b = form.blocks
+    if "embedding norm means" in names:
+        rows = {n: -b[n].mean(axis=1) for n in ("E", "Ty") if n in b}
+        cols = {"T": -b["T"].mean(axis=0)} if "T" in b else {}
+        _add(form, arch, "embedding means", rows=rows, cols=cols)
+    if "token types beside the embedding" in names:
+        y = b["Ty"].mean(axis=0)
+        _add(form, arch, "token type shift", cols={"E": y, "Ty": -y})
+    if "embedding shift into positions" in names:
+        x = b["E"].mean(axis=0)
+        _add(form, arch, "embedding shift", cols={"E": -x}, rows={"T": x})
+
+
+def _post_norm_sites(arch: Architecture, blocks: dict) -> list[tuple]:
+    """(gain, bias or None, readers, back or None) of every norm of a post-norm network, the
+    embedding norm first (the registry's `catalogue.norms._post_norm_sites`)."""
+    if not arch.post_norm:
+        return []
+    from .catalogue.norms import _post_norm_sites as sites  # noqa: PLC0415
+
+    return sites(arch, blocks)
+
+
+def _post_norm_biased(blocks: dict, bias: str | None, readers: list[str]) -> list[tuple]:
+    """(reader, its bias) of the readers whose means the registry moves: those with a bias,
+    every reader where the norm has none (then its bias is None)."""
+    from .catalogue.base import reader_bias  # noqa: PLC0415
+
+    pairs = [(m, reader_bias(blocks, m)) for m in readers]
+    return [(m, rb) for m, rb in pairs if rb is not None or bias is None]
+
+
+def _fix_post_norm(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    """Post-norm blocks (BERT), in three steps, each reading only what the earlier fixed:
+    (a) every norm bias with a next sub-layer and readers that all have biases set to 0: c
+    moved into the readers' biases (b_R + R c) and into that sub-layer's output bias (back + c)
+    (`post-norm bias shifts`); (b) every reader R of a norm with gain g made orthogonal to
+    u = 1/g row by row, R -> R - (R u) u^T / |u|^2, its bias taking back what that changes
+    (b_R + (R u) (u^T c) / |u|^2, 0 where (a) set c to 0) (`post-norm readers' means`);
+    (c) every writer of a layer (the heads' outputs O_h, bo_i, U_i, bu_i) with its columns
+    centred (`post-norm write means`: the norm after it drops 1)."""
+    b = form.blocks
+    sites = _post_norm_sites(arch, b)
+    if "post-norm bias shifts" in names:
+        from .catalogue.base import reader_bias  # noqa: PLC0415
+
+        for _, bias, readers, back in sites:
+            rbs = [reader_bias(b, m) for m in readers]
+            if bias is None or back is None or not readers or None in rbs:
+                continue
+            _add(form, arch, "post-norm bias shift", bias=bias, readers=list(readers),
+                 reader_biases=rbs, back=back, e=b[bias].reshape(-1).copy())
+    if "post-norm readers' means" in names:
+        for gain, bias, readers, _ in sites:
+            pairs = _post_norm_biased(b, bias, readers)
+            if not pairs or bias is None:      # BERT's norms all have biases
+                continue
+            g = b[gain].reshape(-1)
+            if np.any(g == 0):
+                form.notes.append(f"{gain}: a zero gain entry; its readers' means left as they are")
+                continue
+            u = 1 / g
+            _add(form, arch, "post-norm reader means", gain=gain, bias=bias,
+                 reader_biases=[rb for _, rb in pairs],
+                 x={m: -b[m].dot(u) / u.dot(u) for m, _ in pairs})
+    if "post-norm write means" in names:
+        from .catalogue.base import layer_writers  # noqa: PLC0415
+
+        cols = {name: -b[name].mean(axis=0) for i in range(1, arch.n_layers + 1)
+                for name in layer_writers(arch, b, i)}
+        _add(form, arch, "post-norm write means", cols=cols)
+
+
+def _bias_free_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str, list[str]]]:
+    """(gain, bias, readers) of every layernorm with a reader without a bias (the registry's
+    sites of `layernorm bias beside bias-free readers`: a pre-norm, or the final norm before
+    untied logits)."""
+    if "layernorm bias beside bias-free readers" not in set(quotiented(arch)):
+        return []
+    from .catalogue.norms import _bias_free_sites as sites  # noqa: PLC0415
+
+    return sites(arch, blocks)
+
+
+def _fix_bias_free(arch: Architecture, form: CanonicalForm) -> None:
+    """A layernorm's bias beside bias-free readers (gain 1 after step 1): the bias set to 1
+    (all ones) and every reader R to R P + (R c) 1^T / d (P = I - 1 1^T / d), which keeps what
+    it reads on 1^⊥ and its constant R c (`_bias_free_shift` with delta = 1 - c, t = d)."""
+    b = form.blocks
+    for gain, bias, readers in _bias_free_sites(arch, b):
+        g, c = b[gain].reshape(-1), b[bias].reshape(-1)
+        if np.any(g != 1.0):
+            form.notes.append(f"{bias}: beside bias-free readers, left as it is (a gain not 1)")
+            continue
+        delta = 1.0 - c
+        if abs(c.sum()) <= 1e-12 * np.sqrt(c.size) * max(np.linalg.norm(c), 1e-300):
+            # u^T c = 0 (an untrained checkpoint's zero bias): R -> R + x u^T is a symmetry
+            # here, and the move below would drop R delta. First R delta -> 0 by it (the rule
+            # is unchanged: R P + (R c) 1^T / d reads the same), so every move undoes exactly.
+            form.notes.append(f"{bias}: mean 0 beside bias-free readers (a degenerate point: "
+                              "the readers' means are free there too)")
+            _add(form, arch, "bias-free means", gain=gain, readers=list(readers),
+                 x={m: -b[m].dot(delta) / delta.sum() for m in readers})
+            _add(form, arch, "bias-free readers", gain=gain, bias=bias, readers=list(readers),
+                 delta=delta, degenerate=True)
+            continue
+        _add(form, arch, "bias-free readers", gain=gain, bias=bias, readers=list(readers),
+             delta=delta)
+
+
 def _fix_stream(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
     """The stream's basis behind RMSNorms (gains folded first): the principal axes of the
     embedding and the untied logits, E^T E + L^T L = V diag(l) V^T with l descending, G = V^T,
@@ -422,6 +641,44 @@ def _fix_stream(arch: Architecture, form: CanonicalForm, names: set[str]) -> Non
     _add(form, arch, "stream rotation", G=(V * signs[None, :]).T)
 
 
+def _helmert(d: int) -> np.ndarray:
+    """The Helmert basis of 1's complement in R^d (d x d-1, orthonormal columns): column k is
+    (1, ..., 1, -k, 0, ..., 0) / sqrt(k (k + 1)), k ones."""
+    H = np.zeros((d, d - 1))
+    for k in range(1, d):
+        H[:k, k - 1] = 1.0
+        H[k, k - 1] = -float(k)
+        H[:, k - 1] /= np.sqrt(k * (k + 1.0))
+    return H
+
+
+def _fix_stream_biased(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
+    """The stream's basis behind layernorms with biases (`stream rotations with norm biases`:
+    G orthogonal with G 1 = 1), every gain folded to 1 first: with P = I - 1 1^T / d, the
+    principal axes V of (E P)^T E P + (L P)^T L P on 1's complement (eigenvalues descending,
+    each axis turned so that the largest entry of its column of [E P; L P] V is positive) are
+    sent to the Helmert basis H of that complement: G = 1 1^T / d + H V^T."""
+    b = form.blocks
+    if "stream rotations with norm biases" not in names:
+        return
+    _, readers = _stream_sites(arch, b)
+    if any(np.any(b[g] != 1.0) for g in {g for _, g in readers if g is not None}):
+        form.notes.append("stream basis left as it is: a norm gain is not 1 after folding")
+        return
+    d = b["E"].shape[1]
+    H = _helmert(d)
+    ends = np.vstack([b["E"], b["L"]]).dot(H)                # [E P; L P] in H's coordinates
+    l, W = np.linalg.eigh(ends.T.dot(ends))
+    l, W = l[::-1], W[:, ::-1]
+    if np.any(np.diff(l) >= -1e-10 * max(l[0], np.finfo(float).tiny)):
+        form.notes.append("stream basis: repeated principal axes of [E; L] on 1's complement "
+                          "(ties within 1e-10); their order and rotation are as the eigensolver "
+                          "left them")
+    signs = np.array([_sign_of_largest(col) for col in ends.dot(W).T])
+    V = H.dot(W * signs[None, :])
+    _add(form, arch, "stream rotation", G=np.full((d, d), 1.0 / d) + H.dot(V.T))
+
+
 def _fix_biases(arch: Architecture, form: CanonicalForm, names: set[str]) -> None:
     b = form.blocks
     for i in range(1, arch.n_layers + 1):
@@ -438,6 +695,8 @@ def _fix_biases(arch: Architecture, form: CanonicalForm, names: set[str]) -> Non
             if bv in b and f"bo_{i}" in b and "value bias beside output bias" in names:
                 _add(form, arch, "value bias shift", layer=i, **{key: g},
                      e=-b[bv].reshape(-1).copy())
+        if "parallel output bias trade" in names and f"bo_{i}" in b and f"bu_{i}" in b:
+            _add(form, arch, "output bias trade", layer=i, x=b[f"bu_{i}"].reshape(-1).copy())
 
 
 def _rotary_G(Mq: np.ndarray, Mk: np.ndarray, R: int, form: CanonicalForm, where: str):
@@ -597,8 +856,12 @@ def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> Ca
                          discrete=discrete(arch))
     names = set(form.quotiented)
     _fold_norms(arch, form, names)
+    _fix_bias_free(arch, form)
+    _fix_embedding(arch, form, names)
+    _fix_post_norm(arch, form, names)
     _fix_stream(arch, form, names)
     _fix_means(arch, form)
+    _fix_stream_biased(arch, form, names)
     _fix_biases(arch, form, names)
     _fix_heads(arch, form, names)
     _sort_heads(arch, form)
@@ -653,6 +916,55 @@ def random_group_element(arch: Architecture, blocks: dict, seed: int = 0) -> lis
             cols = {name: rng.normal(size=b[name].shape[1]) for name in _stream_sites(arch, b)[0]}
             rows = {} if arch.tied else {"E": rng.normal(size=b["E"].shape[0])}
             moves.append(Move("add constants", dict(rows=rows, cols=cols)))
+    if names & {"embedding norm means", "token types beside the embedding",
+                 "embedding shift into positions"}:
+        if "embedding norm means" in names:
+            moves.append(Move("embedding means", dict(
+                rows={n: rng.normal(size=b[n].shape[0]) for n in ("E", "Ty") if n in b},
+                cols={"T": rng.normal(size=b["T"].shape[1])} if "T" in b else {})))
+        if "token types beside the embedding" in names:
+            y = rng.normal(size=b["E"].shape[1])
+            moves.append(Move("token type shift", dict(cols={"E": y, "Ty": -y})))
+        if "embedding shift into positions" in names:
+            x = rng.normal(size=b["E"].shape[1])
+            moves.append(Move("embedding shift", dict(cols={"E": x}, rows={"T": -x})))
+    if arch.post_norm:
+        from .catalogue.base import layer_writers, reader_bias  # noqa: PLC0415
+
+        for gain, bias, readers, back in _post_norm_sites(arch, b):
+            rbs = [reader_bias(b, m) for m in readers]
+            if ("post-norm bias shifts" in names and bias is not None and back is not None
+                    and readers and None not in rbs):
+                moves.append(Move("post-norm bias shift", dict(
+                    bias=bias, readers=list(readers), reader_biases=rbs, back=back,
+                    e=rng.normal(size=b[bias].size))))
+            pairs = _post_norm_biased(b, bias, readers)
+            if "post-norm readers' means" in names and pairs and bias is not None:
+                moves.append(Move("post-norm reader means", dict(
+                    gain=gain, bias=bias, reader_biases=[rb for _, rb in pairs],
+                    x={m: rng.normal(size=b[m].shape[0]) for m, _ in pairs})))
+        if "post-norm write means" in names:
+            moves.append(Move("post-norm write means", dict(cols={
+                name: rng.normal(size=b[name].shape[1]) for i in range(1, arch.n_layers + 1)
+                for name in layer_writers(arch, b, i)})))
+    if "parallel output bias trade" in names:
+        moves += [Move("output bias trade", dict(layer=i, x=rng.normal(size=b[f"bo_{i}"].size)))
+                  for i in range(1, arch.n_layers + 1) if f"bo_{i}" in b and f"bu_{i}" in b]
+    free = []
+    for gain, bias, readers in _bias_free_sites(arch, b):   # first: on the blocks as given
+        u, c = 1 / b[gain].reshape(-1), b[bias].reshape(-1)
+        for _ in range(100):       # t = u^T (c + delta) well away from 0 (R / t stays tame)
+            delta = rng.normal(size=c.size)
+            if abs(u.dot(c + delta)) > 0.5 * np.linalg.norm(u):
+                break
+        free.append(Move("bias-free readers", dict(gain=gain, bias=bias, readers=list(readers),
+                                                   delta=delta)))
+    moves[:0] = free
+    if "stream rotations with norm biases" in names:    # G orthogonal, G 1 = 1
+        d = b["E"].shape[1]
+        H = _helmert(d)
+        Q, _ = np.linalg.qr(rng.normal(size=(d - 1, d - 1)))
+        moves.insert(0, Move("stream rotation", dict(G=np.full((d, d), 1.0 / d) + H.dot(Q).dot(H.T))))
     if "stream rotations behind norms" in names and arch.norm == "rmsnorm":
         G, _ = np.linalg.qr(rng.normal(size=(b["E"].shape[1],) * 2))
         moves.insert(0, Move("stream rotation", dict(G=G)))
