@@ -275,3 +275,27 @@ def test_an_overflowing_embedding_is_the_overflow_refusal(family, tmp_path, caps
         assert err.count("neuromanifold: error:") == 1 and "overflow" in err and str(big) in err
         assert "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big"]
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "bert", "falcon"])
+def test_an_untrained_checkpoints_moved_copy_is_the_same_function(family, tmp_path):
+    """Norm gains 1 and biases 0, as a checkpoint straight from its config: a moved copy is
+    "same" and --align brings it back. Blocks that are exactly 0 in one form and round-off in
+    the other (the query bias, a bias beside bias-free readers) are measured against the
+    largest entry (BLOCK_SCALE_FLOOR), not their own zero scale, which read 1.0."""
+    model = FAMILY_CASES[family]()[0]
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "bias" in name:
+                p.zero_()
+            elif "norm" in name or "ln" in name.split(".")[-2]:
+                p.fill_(1.0)
+    model.save_pretrained(tmp_path / "a")
+    _moved_copy(tmp_path / "a", tmp_path / "b", seed=5)
+    result = M.same_function(tmp_path / "a", tmp_path / "b", align=tmp_path / "aligned")
+    assert result.verdict == "same", (result.max_difference, result.where)
+    assert result.aligned["after"] < 1e-8
+    assert M._block_difference({"x": np.zeros(3), "y": np.ones(3)},
+                               {"x": np.full(3, 1e-17), "y": np.ones(3)})[0] < 1e-8
+    assert M._block_difference({"x": np.zeros(3), "y": np.ones(3)},
+                               {"x": np.full(3, 1e-5), "y": np.ones(3)})[0] > 1e-8

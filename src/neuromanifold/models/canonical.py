@@ -412,13 +412,27 @@ def _check_same_config(a: Loaded, b: Loaded) -> None:
                         "Compare two checkpoints of the same config.")
 
 
+# A block is compared on the larger of its own scale and this fraction of the largest entry of
+# either block set. A block that is exactly 0 in one form and round-off in the other (an
+# untrained checkpoint's zero biases after a move: 1e-17 to 1e-13 of the largest entry, the
+# moves' conditioning times the unit round-off) is then not "different" by 1.0; a block whose
+# real content is 1e-4 of the largest entry still counts its whole difference, and what can
+# hide is an absolute difference below SAME_TOLERANCE * 1e-4 = 1e-12 of the largest entry.
+BLOCK_SCALE_FLOOR = 1e-4
+
+
 def _block_difference(a: dict, b: dict) -> tuple[float, str]:
     """The largest relative difference of two block sets (per block: max |a - b| over the
-    larger of max |a| and max |b|; 0 for two zero blocks), and the block where it is."""
+    larger of max |a|, max |b| and BLOCK_SCALE_FLOOR times the largest entry of either set;
+    0 for two zero sets), and the block where it is."""
+    arrays = {k: (np.asarray(a[k]), np.asarray(b[k])) for k in a}   # torch blocks as numpy views
+    top = max((float(max(np.abs(x).max(), np.abs(y).max())) for x, y in arrays.values()
+               if x.size), default=0.0)
     worst, where = 0.0, ""
-    for k in a:
-        x, y = np.asarray(a[k]), np.asarray(b[k])     # torch blocks as numpy views
-        scale = max(float(np.abs(x).max()), float(np.abs(y).max()))
+    for k, (x, y) in arrays.items():
+        if not x.size:
+            continue
+        scale = max(float(np.abs(x).max()), float(np.abs(y).max()), BLOCK_SCALE_FLOOR * top)
         d = float(np.abs(x - y).max()) / scale if scale > 0 else 0.0
         if d > worst:
             worst, where = d, k
