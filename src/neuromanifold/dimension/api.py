@@ -43,6 +43,9 @@ ESCALATE_GAP_DECADES = 6.0
 # `--method certified` proves it.
 ESCALATE_MAX_PARAMS = 2048
 
+# The certified path's lower-bound engines (`ball_dual.ENGINES`; torch-free here).
+ENGINES = ("verified", "ball")
+
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
 
@@ -69,6 +72,7 @@ class DimensionProblem:
     min_gap: float = MIN_GAP_DECADES
     prime: int | None = None
     precision: int | None = None
+    engine: str = "verified"
     backend: str = "local"
     scheduler: str | None = None
     max_memory: str | float | int | None = None
@@ -79,7 +83,8 @@ class DimensionProblem:
         checked = {"method": check_choice("method", self.method, METHODS),
                    "device": check_choice("device", self.device, ("cpu", "cuda", "auto")),
                    "backend": check_backend(self.backend, self.scheduler),
-                   "seed": check_seed(self.seed), "min_gap": check_min_gap(self.min_gap)}
+                   "seed": check_seed(self.seed), "min_gap": check_min_gap(self.min_gap),
+                   "engine": check_choice("engine", self.engine, ENGINES)}
         if self.prime is not None:
             checked["prime"] = check_word_size_prime(self.prime)
         checked["samples"], checked["capped_note"] = cap_samples(self.arch, self.samples)
@@ -101,7 +106,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
                       progress: Progress | None = None,
                       max_memory: str | float | int | None = None, precision: int | None = None,
-                      backend: str = "local", scheduler: str | None = None) -> DimensionResult:
+                      backend: str = "local", scheduler: str | None = None,
+                      engine: str = "verified") -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     A thin wrapper: `solve(DimensionProblem(arch, ...), progress)`.
@@ -123,6 +129,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
             cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
         scheduler: the Dask scheduler's address (default: a LocalCluster started for the call).
+        engine: the certified path's lower-bound engine: `verified` (the verified float64
+            certificate first, arb balls where floats cannot separate; docs/verified.md) or
+            `ball` (arb balls only, to cross-check the first).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -131,7 +140,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     problem = DimensionProblem(arch, method=method, samples=samples, seed=seed, device=device,
                                min_gap=min_gap, prime=prime, precision=precision,
-                               backend=backend, scheduler=scheduler, max_memory=max_memory)
+                               backend=backend, scheduler=scheduler, max_memory=max_memory,
+                               engine=engine)
     return solve(problem, progress)
 
 
@@ -199,6 +209,10 @@ def plan_route(problem: DimensionProblem) -> Route:
                         "(ball arithmetic) or numerical.")
     if not arch.is_polynomial and method in ("certified", "auto"):
         return Route("escalating", _escalating)
+    if problem.engine != "verified":
+        raise bad_value("engine", "'ball' only for non-polynomial networks (certified or auto)",
+                        problem.engine, "Drop --engine: the other ranks are exact over F_p or "
+                        "float64, without a ball engine.")
     if problem.precision is not None:
         raise bad_value("precision", "given only for non-polynomial networks (certified or auto)",
                         problem.precision, "Drop --precision: the other ranks are exact over F_p "
@@ -247,7 +261,8 @@ def _check_dask(problem: DimensionProblem) -> None:
     if problem.arch.is_block:
         raise bad_value("backend", "'local' for block networks (heads, values, residual, MLP, "
                         "norms)", "dask", "Drop --backend dask: block ranks run on this machine.")
-    for name, value in (("prime", problem.prime), ("precision", problem.precision)):
+    for name, value in (("prime", problem.prime), ("precision", problem.precision),
+                        ("engine", None if problem.engine == "verified" else problem.engine)):
         if value is not None:
             raise bad_value(name, "given only with the exact or certified method (not with "
                             "--backend dask)", value, f"Drop --{name}.")
@@ -295,7 +310,8 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
         precision = check_int("precision", precision, minimum=16,
                               fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
     options = {"seed": problem.seed, "progress": progress, "prime": problem.prime,
-               "precision": DEFAULT_PRECISION if precision is None else precision}
+               "precision": DEFAULT_PRECISION if precision is None else precision,
+               "engine": problem.engine}
     on_gpu = (lambda: device == "cuda" or (device == "auto" and cuda_available()))
     proof = certified_plan(arch, samples, options["precision"])
     # Both routes build the float Jacobian first; the certified one adds the ball block.
