@@ -394,3 +394,18 @@ def test_engine_option_cross_checks_the_certified_value(capsys):
         neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="exact", engine="ball")
     with pytest.raises(InputError, match="engine"):
         neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3, S), method="certified", engine="arb")
+
+
+def test_rank_at_a_point_takes_the_engine_too():
+    """rank_at_point(engine='ball'), as `rank --weights ... --engine ball`: the same certified
+    rank as the default engine, the notes naming the ball engine."""
+    from neuromanifold import random_weights
+    from neuromanifold.dimension.point import rank_at_point
+
+    arch = Architecture((3, 3, 3), (2, 2), 3, S)
+    w = random_weights(arch, 1)
+    new = rank_at_point(arch, w, method="certified", generic=False)
+    old = rank_at_point(arch, w, method="certified", generic=False, engine="ball")
+    assert (new.rank, new.status) == (old.rank, old.status) == (25, "certified")
+    assert any("engine ball" in n for n in old.notes)
+    assert not any("engine ball" in n for n in new.notes)

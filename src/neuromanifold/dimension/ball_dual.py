@@ -349,7 +349,7 @@ def catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: in
     return arch.n_params - sum(families.values()), families
 
 
-def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
+def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME, engine: str = "verified"):
     """At given weights (`LayerWeights` of the paper's model, or named blocks): (named float64
     blocks, upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
 
@@ -378,7 +378,7 @@ def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
                          "n_params")
     params = flatten_blocks(arch, blocks)
     return (blocks, upper, notes, lambda X: jacobian(arch, params, X),
-            lambda X: block_evaluator(arch, blocks, X))
+            lambda X: block_evaluator(arch, blocks, X, engine=engine))
 
 
 # The engines of the certified path's lower bound: `verified` (the verified float64 certificate
