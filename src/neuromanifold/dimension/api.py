@@ -27,6 +27,7 @@ from ..errors import ResourceError
 from ..core.checks import METHODS, bad_value, check_choice, check_int, check_min_gap, check_seed
 from ..core.scheduler import check_backend
 from ..core.rank import MIN_GAP_DECADES
+from .memory import gauge_applies
 from .plan import (certified_plan, checked_numerical_plan, cuda_available, exact_plan,
                    numerical_plan)
 from .result import AmbiguousRankWarning, DimensionResult, Progress
@@ -42,6 +43,15 @@ ESCALATE_GAP_DECADES = 6.0
 # doubles before the proof). Past the limit `auto` keeps the numerical answer, with a note;
 # `--method certified` proves it.
 ESCALATE_MAX_PARAMS = 2048
+# ... and up to this many for the paper's softmax model where its gauge applies
+# (`memory.gauge_applies`): its proof needs neither the float Jacobian nor its SVD (the gauged
+# proof, docs/verified.md). Measured 2026-12-03, one `bench_large_softmax.py --certified` run per
+# size on the shared 2-core machine (load 5-8), certified against numerical wall time: 2,304
+# parameters (Figure 3, delta 32, t = 3) 11.6 s / 36.7 s (0.32x); 2,560 (32,32,32 keys 4,4,
+# t = 16) 12.9 s / 43.9 s (0.29x); 5,760 (48, keys 6) 47.5 s / 186.7 s (0.25x); 10,240 (64, keys
+# 8) 133.8 s / 82.6 s (1.62x). Not measured past 10,240, where the r x r certificate's r^3 grows
+# faster than the numerical rank's cost.
+ESCALATE_MAX_PARAMS_GAUGED = 10240
 
 # The certified path's lower-bound engines (`ball_dual.ENGINES`; torch-free here).
 ENGINES = ("verified", "ball")
@@ -296,6 +306,12 @@ def _warned(result: DimensionResult) -> DimensionResult:
     return result
 
 
+def escalation_limit(arch: Architecture) -> int:
+    """The most parameters `auto` escalates: ESCALATE_MAX_PARAMS_GAUGED for the paper's softmax
+    model where its gauge applies (the gauged proof), else ESCALATE_MAX_PARAMS."""
+    return ESCALATE_MAX_PARAMS_GAUGED if gauge_applies(arch) else ESCALATE_MAX_PARAMS
+
+
 def _escalating(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
     """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
     thin gap or an ambiguous rank."""
@@ -346,12 +362,13 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
         return first
     why = (f"gap {first.gap:.1f} < {ESCALATE_GAP_DECADES} decades" if first.status == "settled"
            else f"numerical rank {first.dimension} {first.status}")
-    if arch.n_params > ESCALATE_MAX_PARAMS:
+    limit = escalation_limit(arch)
+    if arch.n_params > limit:
         first.notes.append(f"auto: {why}, but not escalated: {arch.n_params} parameters is past "
-                           f"the {ESCALATE_MAX_PARAMS} up to which auto escalates (the proof would "
+                           f"the {limit} up to which auto escalates (the proof would "
                            "take far longer than this answer); pass --method certified to prove it")
         (progress or (lambda _m: None))(f"auto: {why}; not escalated ({arch.n_params} parameters "
-                                        f"> {ESCALATE_MAX_PARAMS}; --method certified proves it)")
+                                        f"> {limit}; --method certified proves it)")
         return _warned(first)
     try:
         proof.check(max_memory)
