@@ -9,7 +9,10 @@ F_p of their Jacobian. Instead (see docs/certified_softmax.md for the full argum
   arithmetic (python-flint `arb`: the network map run in forward-mode balls, `ball_dual`) and its
   determinant is shown to be non-zero (a ball that excludes 0). Then rank J(W, X) >= r, and the
   rank at any point is at most the generic rank, which is the dimension: dim M >= r
-  (`prove_rank`, `certify_rank`).
+  (`prove_rank`, `certify_rank`). The paper's softmax model is tried first without the float
+  Jacobian: a minor on its gauge's free columns, enclosed and proved in verified float64
+  (`prove_rank_on_columns`, `ball_dual.gauged_proof`, docs/verified.md); any minor proved
+  nonsingular proves the rank, whichever rows and columns were chosen.
 - Upper bound. n_params minus the rank over F_p of every known kernel direction at a random
   integer point. For the paper's model (here): GL(a_i) on (Q_i, K_i), Eq. 9 between layers, the
   directions an earlier narrower layer hides (`modular.hidden_symmetry_tangents`) and, for t = 1
