@@ -409,3 +409,39 @@ def test_rank_at_a_point_takes_the_engine_too():
     assert (new.rank, new.status) == (old.rank, old.status) == (25, "certified")
     assert any("engine ball" in n for n in old.notes)
     assert not any("engine ball" in n for n in new.notes)
+
+
+def test_a_gauged_proof_that_fails_leaves_the_float_path_to_decide(monkeypatch):
+    """A gauged minor that is not separated (its mutant: every gauged attempt refused) proves
+    nothing itself: N doubles once, then the float Jacobian's path certifies, and the notes keep
+    both attempts."""
+    from neuromanifold.dimension import ball
+
+    calls = []
+
+    def refused(enclose, cols, nonsingular, progress=None, what=""):
+        calls.append(len(cols))
+        return ball.BallRank(0, len(cols), 53, "not separated", {"verified jacobian": 0.0},
+                             ["gauged mutant: not separated"], engine="verified")
+
+    monkeypatch.setattr(ball, "prove_rank_on_columns", refused)
+    r = certified_dim(Architecture((3, 3, 3), (2, 2), 3, S), seed=0)
+    assert calls == [25, 25]
+    assert (r.status, r.dimension) == ("certified", 25) and r.seconds["float jacobian"] > 0
+    assert sum("gauged mutant" in n for n in r.notes) == 2
+
+
+def test_local_geometry_takes_the_engine():
+    """local_geometry(engine='ball') (`rank PATH --engine ball`): the same lower bound, the notes
+    naming the engine."""
+    from neuromanifold.core.blocks import random_block_weights
+    from neuromanifold.dimension.local import local_geometry
+
+    arch = Architecture((3, 3), (2,), 2, S, heads=(1,), residual=True)
+    blocks = random_block_weights(arch, 1)
+    new = local_geometry(arch, blocks, method="certified", generic=False, parts=False)
+    old = local_geometry(arch, blocks, method="certified", generic=False, parts=False,
+                         engine="ball")
+    assert new.lower_bound == old.lower_bound == new.rank
+    assert any("engine ball" in n for n in old.notes)
+    assert not any("engine ball" in n for n in new.notes)
