@@ -49,7 +49,8 @@ ESCALATE_MAX_PARAMS = 2048
 # size on the shared 2-core machine (load 5-8), certified against numerical wall time: 2,304
 # parameters (Figure 3, delta 32, t = 3) 11.6 s / 36.7 s (0.32x); 2,560 (32,32,32 keys 4,4,
 # t = 16) 12.9 s / 43.9 s (0.29x); 5,760 (48, keys 6) 47.5 s / 186.7 s (0.25x); 10,240 (64, keys
-# 8) 133.8 s / 82.6 s (1.62x). Not measured past 10,240, where the r x r certificate's r^3 grows
+# 8) 133.8 s / 82.6 s (1.62x; 69.7 s / 69.3 s, 1.01x, in a second run at load 2-3). Not
+# measured past 10,240, where the r x r certificate's r^3 grows
 # faster than the numerical rank's cost.
 ESCALATE_MAX_PARAMS_GAUGED = 10240
 
