@@ -4,7 +4,9 @@ Prints the numerical dimension with its gap, the time split (symmetries / Jacobi
 peak memory (max resident set size of this process). With --device cuda it also prints the GPU's
 name, the seconds CUDA takes to start (before the timed run), torch's peak allocation and
 reservation on the GPU beside the estimate the run was checked against, and one README table row.
-Run: .venv/bin/python benchmarks/bench_large_softmax.py [--delta 64] [--keys 8] [--tokens 16] [--device cpu]
+With --certified it then proves the same network (`--method certified`, verified float64:
+docs/verified.md) in the same process and prints both times and their ratio.
+Run: .venv/bin/python benchmarks/bench_large_softmax.py [--delta 64] [--keys 8] [--tokens 16] [--device cpu] [--certified]
      python3 benchmarks/bench_large_softmax.py --device cuda --delta 128 --keys 16   (40,960 params)
      python3 benchmarks/bench_large_softmax.py --device cuda --delta 192 --keys 24   (92,160 params)
 """
@@ -56,6 +58,8 @@ def main() -> None:
                         help="cuSOLVER driver of the rank SVDs on a GPU (default: the package's, "
                              f"{rank_module.CUDA_SVD_DRIVER}); to compare speed and gap")
     parser.add_argument("--max-memory", default=None, help="budget, as `dim --max-memory`")
+    parser.add_argument("--certified", action="store_true",
+                        help="then prove it (method certified, CPU) and print the time ratio")
     args = parser.parse_args()
     if args.svd_driver is not None:
         rank_module.CUDA_SVD_DRIVER = args.svd_driver
@@ -91,6 +95,25 @@ def main() -> None:
               f"(N = {r.n_samples}) | {s['total']:.1f} s (Jacobian {s['jacobian']:.1f} s, rank "
               f"{s['rank']:.1f} s, {rank_module.CUDA_SVD_DRIVER}), {allocated / 2**30:.2f} GiB GPU peak "
               f"(estimate {format_bytes(estimate.peak)}) |")
+    if args.certified:
+        certified(arch, wall)
+
+
+def certified(arch: Architecture, numerical_wall: float) -> None:
+    """The certified dimension of `arch` on the CPU, timed against the numerical run's wall."""
+    from neuromanifold.dimension.ball_dual import certified_dim  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    c = certified_dim(arch, progress=lambda m: print(f"  [{time.perf_counter() - t0:7.1f} s] " + m,
+                                                     flush=True))
+    wall = time.perf_counter() - t0
+    print(f"certified dimension {c.dimension} [{c.status}, {c.lower_bound} <= dim <= "
+          f"{c.upper_bound}, N = {c.n_samples}]")
+    print("certified seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in c.seconds.items())
+          + f" (wall {wall:.1f})")
+    print(f"certified / numerical wall time: {wall:.1f} / {numerical_wall:.1f} = "
+          f"{wall / numerical_wall:.2f}x; peak resident memory "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -208,6 +208,7 @@ def test_auto_does_not_escalate_past_its_parameter_limit(monkeypatch):
     small_arch, big_arch = (Architecture((3, 4, 2), (2, 1), 3, "softmax"),
                             Architecture((5, 3, 2), (2, 1), 3, "softmax"))
     monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS", small_arch.n_params)
+    monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS_GAUGED", small_arch.n_params)
     assert big_arch.n_params > small_arch.n_params
     big = neuromanifold_dim(big_arch, method="auto")
     assert (big.method, big.status) == ("numerical", "settled")
@@ -225,6 +226,7 @@ def test_auto_warns_when_it_keeps_an_unsettled_numerical_answer(monkeypatch):
     from neuromanifold.dimension.result import AmbiguousRankWarning
 
     monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS", 0)
+    monkeypatch.setattr(api, "ESCALATE_MAX_PARAMS_GAUGED", 0)
     arch = Architecture((5, 4, 3), (2, 2), 3, "softmax")
     with pytest.warns(AmbiguousRankWarning, match="is ambiguous"):
         r = neuromanifold_dim(arch, method="auto", min_gap=30.0)  # no float64 gap is that wide

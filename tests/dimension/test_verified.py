@@ -187,17 +187,14 @@ def test_the_radius_term_decides_the_certificate():
                   norm="layernorm", norm_eps=1e-12), None),
     (Architecture((3, 3), (2,), 3, S, 1e-6), None),
 ], ids=["figure3 delta 3", "layernorm gelu", "decoder", "bert eps", "saturated softmax"])
-def test_certified_values_equal_the_ball_engines(arch, truth, monkeypatch):
+def test_certified_values_equal_the_ball_engines(arch, truth):
     """The certified engine with the verified certificate gives the value the ball engine alone
     gives (or, at a saturated softmax, nothing more certain than it): never a different
     certified value."""
     new = certified_dim(arch, seed=0)
-
-    def ball_only(arch_, blocks, X, progress=None):
-        return lambda rows, cols: ball_dual.ball_block_jacobian(arch_, blocks, X, rows, cols, progress)
-
-    monkeypatch.setattr(ball_dual, "block_evaluator", ball_only)
-    old = certified_dim(arch, seed=0)
+    old = certified_dim(arch, seed=0, engine="ball")    # arb balls only, no gauged proof
+    assert any("engine ball" in n for n in old.notes)
+    assert not any("verified float64 arithmetic:" in n for n in old.notes)
     if new.status == "certified" and old.status == "certified":
         assert new.dimension == old.dimension
     else:
@@ -302,3 +299,149 @@ def test_primitives_against_exact_rationals():
                 assert _contains(verified.add(a, b), [x + y for x, y in zip(xa, xb)])
                 assert _contains(verified.mul(a, b), [x * y for x, y in zip(xa, xb)])
                 assert _contains(verified.einsum("i,i->", a, b), [sum(x * y for x, y in zip(xa, xb))])
+
+
+def _old_entrywise_bound(block: Interval) -> float:
+    """The certificate's bound as first written: the spread |X| (gamma_r |Mm| + Mr) formed
+    entrywise by a second r x r x r product, then the row sums."""
+    Mm, Mr = block.m, block.r
+    r = Mm.shape[0]
+    X = torch.linalg.inv(Mm)
+    C = X @ Mm
+    eye = torch.eye(r, dtype=torch.float64)
+    up, k, g, eta = verified.up, verified._k, verified.gamma, verified.ETA
+    residual = up((eye - C).abs() + verified._rounding(eye - C))
+    T = up(up(g(r) * Mm.abs()) + Mr)
+    spread = up(k(r) * up(X.abs() @ T + 4 * r * eta))
+    E = up(residual + up(spread + 4 * r * eta))
+    return float(up(k(r) * up(E.sum(dim=1) + 4 * r * eta)).max())
+
+
+@pytest.mark.parametrize("radius", [0.0, 1e-14, 1e-9, 1e-4])
+def test_the_matrix_vector_spread_is_no_smaller_than_the_entrywise_one(radius):
+    """The certificate's row sums of |X| T come from |X| (T 1), one matrix-vector product: in
+    exact arithmetic the same numbers, so its bound must not fall below the entrywise form's
+    (beyond a few ulps of rounding each way)."""
+    gen = torch.Generator().manual_seed(11)
+    M = torch.randn(60, 60, generator=gen, dtype=torch.float64)
+    block = _interval(M, radius)
+    new, old = verified_nonsingular(block)[1], _old_entrywise_bound(block)
+    assert new >= old * (1 - 1e-12)
+
+
+def test_the_gauged_proof_certifies_the_papers_model_without_the_float_jacobian():
+    """The paper's softmax model: the gauge's free columns enclosed on all rows, rows by LU, the
+    minor proved in verified float64; no float Jacobian computed, the value Eq. 16's."""
+    r = certified_dim(Architecture((4, 4, 4), (2, 2), 3, S), seed=0)
+    assert (r.status, r.dimension) == ("certified", 40)
+    assert any("gauge-free columns" in n for n in r.notes)
+    assert r.seconds["float jacobian"] == 0.0 and "row selection" in r.seconds
+
+
+def _columns_of(M: torch.Tensor, radius: float):
+    return lambda cols: Interval(M[:, cols].clone(), torch.full((M.shape[0], len(cols)), radius,
+                                                               dtype=torch.float64))
+
+
+def test_the_gauged_proof_never_proves_a_singular_column_set(monkeypatch):
+    """A column set of rank below its size (a column the sum of two others) is never proved,
+    whichever rows the selection takes (its mutant: the first rows, unpivoted); an independent
+    one is."""
+    from neuromanifold.dimension import ball
+
+    gen = torch.Generator().manual_seed(3)
+    M = torch.randn(30, 8, generator=gen, dtype=torch.float64)
+    got = ball.prove_rank_on_columns(_columns_of(M, 1e-14), list(range(8)), verified_nonsingular)
+    assert got.proved == 8
+    M[:, 5] = M[:, 1] + M[:, 2]
+    for select in (ball._partial_pivot_rows, lambda A: list(range(A.shape[1]))):
+        monkeypatch.setattr(ball, "_partial_pivot_rows", select)
+        got = ball.prove_rank_on_columns(_columns_of(M, 1e-14), list(range(8)), verified_nonsingular)
+        assert got.proved == 0
+
+
+def test_a_symmetry_tangent_outside_the_kernel_stops_the_gauged_proof(monkeypatch):
+    """The gauged proof's defence: a GL tangent that leaks out of the float kernel (a bug in the
+    symmetries) would let rank J exceed the upper bound: refused, not certified."""
+    from neuromanifold.dimension.gauge import GaugeSplit
+    from neuromanifold.errors import ComputationError
+
+    monkeypatch.setattr(GaugeSplit, "leak", lambda self, arch, params, X: 1e-3)
+    with pytest.raises(ComputationError, match="not in the kernel"):
+        certified_dim(Architecture((3, 3, 3), (2, 2), 3, S), seed=0)
+
+
+def test_engine_option_cross_checks_the_certified_value(capsys):
+    """dim --engine ball gives the certified value --engine verified gives, and its notes name
+    the engine; an engine is refused for polynomial networks and unknown names."""
+    import json
+
+    from neuromanifold.cli import main
+    from neuromanifold.dimension.api import neuromanifold_dim
+    from neuromanifold.errors import InputError
+
+    values = {}
+    for engine in ("verified", "ball"):
+        code = main(["dim", "--widths", "3,3,3", "--keys", "2,2", "--tokens", "3", "--attention",
+                     "softmax", "--method", "certified", "--engine", engine, "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert code == 0 and data["status"] == "certified"
+        values[engine] = data["dimension"]
+        named = [n for n in data["notes"] if "engine ball" in n]
+        assert bool(named) == (engine == "ball")
+    assert values == {"verified": 25, "ball": 25}
+    with pytest.raises(InputError, match="engine"):
+        neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="exact", engine="ball")
+    with pytest.raises(InputError, match="engine"):
+        neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3, S), method="certified", engine="arb")
+
+
+def test_rank_at_a_point_takes_the_engine_too():
+    """rank_at_point(engine='ball'), as `rank --weights ... --engine ball`: the same certified
+    rank as the default engine, the notes naming the ball engine."""
+    from neuromanifold import random_weights
+    from neuromanifold.dimension.point import rank_at_point
+
+    arch = Architecture((3, 3, 3), (2, 2), 3, S)
+    w = random_weights(arch, 1)
+    new = rank_at_point(arch, w, method="certified", generic=False)
+    old = rank_at_point(arch, w, method="certified", generic=False, engine="ball")
+    assert (new.rank, new.status) == (old.rank, old.status) == (25, "certified")
+    assert any("engine ball" in n for n in old.notes)
+    assert not any("engine ball" in n for n in new.notes)
+
+
+def test_a_gauged_proof_that_fails_leaves_the_float_path_to_decide(monkeypatch):
+    """A gauged minor that is not separated (its mutant: every gauged attempt refused) proves
+    nothing itself: N doubles once, then the float Jacobian's path certifies, and the notes keep
+    both attempts."""
+    from neuromanifold.dimension import ball
+
+    calls = []
+
+    def refused(enclose, cols, nonsingular, progress=None, what=""):
+        calls.append(len(cols))
+        return ball.BallRank(0, len(cols), 53, "not separated", {"verified jacobian": 0.0},
+                             ["gauged mutant: not separated"], engine="verified")
+
+    monkeypatch.setattr(ball, "prove_rank_on_columns", refused)
+    r = certified_dim(Architecture((3, 3, 3), (2, 2), 3, S), seed=0)
+    assert calls == [25, 25]
+    assert (r.status, r.dimension) == ("certified", 25) and r.seconds["float jacobian"] > 0
+    assert sum("gauged mutant" in n for n in r.notes) == 2
+
+
+def test_local_geometry_takes_the_engine():
+    """local_geometry(engine='ball') (`rank PATH --engine ball`): the same lower bound, the notes
+    naming the engine."""
+    from neuromanifold.core.blocks import random_block_weights
+    from neuromanifold.dimension.local import local_geometry
+
+    arch = Architecture((3, 3), (2,), 2, S, heads=(1,), residual=True)
+    blocks = random_block_weights(arch, 1)
+    new = local_geometry(arch, blocks, method="certified", generic=False, parts=False)
+    old = local_geometry(arch, blocks, method="certified", generic=False, parts=False,
+                         engine="ball")
+    assert new.lower_bound == old.lower_bound == new.rank
+    assert any("engine ball" in n for n in old.notes)
+    assert not any("engine ball" in n for n in new.notes)

@@ -125,6 +125,10 @@ def dim(
     precision: Optional[int] = typer.Option(None, help="Bits of the ball arithmetic that certifies a "
                                             "softmax or other non-polynomial rank (certified/auto; "
                                             "default 128).", rich_help_panel=METHOD),
+    engine: str = typer.Option("verified", help="Lower-bound engine of certified/auto: verified "
+                               "(the verified float64 certificate first, arb balls where floats "
+                               "cannot separate) or ball (arb balls only, to cross-check it).",
+                               rich_help_panel=METHOD),
     as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
                                  rich_help_panel=OUTPUT),
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
@@ -180,7 +184,8 @@ def dim(
         from .hfdim import check_hf_options, hf_dim  # noqa: PLC0415
 
         check_hf_options(method=method, attention=attention, temperature=temperature,
-                         samples=samples, prime=prime, precision=precision, heads=heads,
+                         samples=samples, prime=prime, precision=precision, engine=engine,
+                         heads=heads,
                          values=values, residual=residual, mlp=mlp, activation=activation,
                          norm=norm, causal=causal, bias=bias, positions=positions, vocab=vocab,
                          tied=tied, parallel=parallel,
@@ -220,7 +225,7 @@ def dim(
             result = neuromanifold_dim(arch, method=method.lower(), samples=samples, seed=seed,
                                        device=device, prime=prime, progress=progress,
                                        max_memory=max_memory, precision=precision,
-                                       backend=backend, scheduler=scheduler)
+                                       backend=backend, scheduler=scheduler, engine=engine)
     except TimeLimitReached as stop:
         print_stopped("dim", timeout, as_json, arch.to_dict(),
                       reason=stop.args[0] if stop.args else None)

@@ -85,7 +85,7 @@ def shrink_sizes(spec, given: dict) -> tuple[dict, list[str]]:
 # Options of `dim` that a shrunk Hugging Face model does not use, with their defaults: given
 # with --hf-config they are refused rather than silently ignored.
 NOT_WITH_HF = {"method": "auto", "attention": "lightning", "temperature": 1.0, "samples": None,
-               "prime": None, "precision": None, "heads": None, "values": None, "residual": False,
+               "prime": None, "precision": None, "engine": "verified", "heads": None, "values": None, "residual": False,
                "mlp": None, "activation": "square", "norm": "none", "causal": False,
                "positions": "none", "rope-pairs": None, "kv-heads": None, "bias": False,
                "mlp-bias": False, "mlp-kind": "plain", "vocab": None, "tied": False,

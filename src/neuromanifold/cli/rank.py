@@ -70,6 +70,10 @@ def rank(
     precision: Optional[int] = typer.Option(None, help="Starting bits of the ball arithmetic "
                                             "(default 128, doubled up to 1024).",
                                             rich_help_panel=METHOD),
+    engine: str = typer.Option("verified", help="Lower-bound engine of the proof: verified (the "
+                               "verified float64 certificate first, arb balls where floats "
+                               "cannot separate) or ball (arb balls only, to cross-check it).",
+                               rich_help_panel=METHOD),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="A checkpoint's token ids (.npy "
                                           "or .pt, integers of shape (N, t) in [0, vocab)): the "
                                           "rank on your own data.", rich_help_panel=METHOD),
@@ -93,7 +97,7 @@ def rank(
     if weights is None and not (Path(path).suffix == ".npz" and Path(path).is_file()):
         _checkpoint_rank(ctx, path, tokens=tokens, method=method, samples=samples, seed=seed,
                          precision=precision, hidden_state=hidden_state, inputs=inputs,
-                         generic=generic, as_json=as_json, timeout=timeout)
+                         generic=generic, as_json=as_json, timeout=timeout, engine=engine)
         return
     weights = Path(path) if weights is None else weights
     for option, given in (("hidden-state", hidden_state or None), ("inputs", inputs)):
@@ -119,7 +123,7 @@ def rank(
         with time_limit(timeout):
             result = rank_at_point(arch, point, method=method.lower(), samples=samples,
                                    seed=seed, precision=precision, generic=generic,
-                                   progress=progress)
+                                   progress=progress, engine=engine)
     except TimeLimitReached:
         print_stopped("rank", timeout, as_json, arch.to_dict())
         raise typer.Exit(EXIT_AMBIGUOUS) from None
@@ -135,7 +139,7 @@ def rank(
 def _checkpoint_rank(ctx: typer.Context, source: str, *, tokens: int, method: str,
                      samples: Optional[int], seed: int, precision: Optional[int],
                      hidden_state: bool, inputs: Optional[Path], generic: bool, as_json: bool,
-                     timeout: Optional[float]) -> None:
+                     timeout: Optional[float], engine: str = "verified") -> None:
     """`rank PATH` for a checkpoint: read it (`load_checkpoint`), analyse it at its weights
     (`analyse_checkpoint`), print `read_as` and the result."""
     for name in _ARCHITECTURE_OPTIONS:
@@ -154,7 +158,7 @@ def _checkpoint_rank(ctx: typer.Context, source: str, *, tokens: int, method: st
         with time_limit(timeout):
             result = analyse_checkpoint(checkpoint, inputs=ids, method=method.lower(),
                                         samples=samples, seed=seed, precision=precision,
-                                        generic=generic, progress=progress)
+                                        generic=generic, progress=progress, engine=engine)
     except TimeLimitReached:
         print_stopped("rank", timeout, as_json, checkpoint.arch.to_dict())
         raise typer.Exit(EXIT_AMBIGUOUS) from None

@@ -27,6 +27,7 @@ from ..errors import ResourceError
 from ..core.checks import METHODS, bad_value, check_choice, check_int, check_min_gap, check_seed
 from ..core.scheduler import check_backend
 from ..core.rank import MIN_GAP_DECADES
+from .memory import gauge_applies
 from .plan import (certified_plan, checked_numerical_plan, cuda_available, exact_plan,
                    numerical_plan)
 from .result import AmbiguousRankWarning, DimensionResult, Progress
@@ -42,6 +43,19 @@ ESCALATE_GAP_DECADES = 6.0
 # doubles before the proof). Past the limit `auto` keeps the numerical answer, with a note;
 # `--method certified` proves it.
 ESCALATE_MAX_PARAMS = 2048
+# ... and up to this many for the paper's softmax model where its gauge applies
+# (`memory.gauge_applies`): its proof needs neither the float Jacobian nor its SVD (the gauged
+# proof, docs/verified.md). Measured 2026-12-03, one `bench_large_softmax.py --certified` run per
+# size on the shared 2-core machine (load 5-8), certified against numerical wall time: 2,304
+# parameters (Figure 3, delta 32, t = 3) 11.6 s / 36.7 s (0.32x); 2,560 (32,32,32 keys 4,4,
+# t = 16) 12.9 s / 43.9 s (0.29x); 5,760 (48, keys 6) 47.5 s / 186.7 s (0.25x); 10,240 (64, keys
+# 8) 133.8 s / 82.6 s (1.62x; 69.7 s / 69.3 s, 1.01x, in a second run at load 2-3). Not
+# measured past 10,240, where the r x r certificate's r^3 grows
+# faster than the numerical rank's cost.
+ESCALATE_MAX_PARAMS_GAUGED = 10240
+
+# The certified path's lower-bound engines (`ball_dual.ENGINES`; torch-free here).
+ENGINES = ("verified", "ball")
 
 MethodChoice = Literal["auto", "numerical", "exact", "certified"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
@@ -69,6 +83,7 @@ class DimensionProblem:
     min_gap: float = MIN_GAP_DECADES
     prime: int | None = None
     precision: int | None = None
+    engine: str = "verified"
     backend: str = "local"
     scheduler: str | None = None
     max_memory: str | float | int | None = None
@@ -79,7 +94,8 @@ class DimensionProblem:
         checked = {"method": check_choice("method", self.method, METHODS),
                    "device": check_choice("device", self.device, ("cpu", "cuda", "auto")),
                    "backend": check_backend(self.backend, self.scheduler),
-                   "seed": check_seed(self.seed), "min_gap": check_min_gap(self.min_gap)}
+                   "seed": check_seed(self.seed), "min_gap": check_min_gap(self.min_gap),
+                   "engine": check_choice("engine", self.engine, ENGINES)}
         if self.prime is not None:
             checked["prime"] = check_word_size_prime(self.prime)
         checked["samples"], checked["capped_note"] = cap_samples(self.arch, self.samples)
@@ -101,7 +117,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
                       min_gap: float = MIN_GAP_DECADES, prime: int | None = None,
                       progress: Progress | None = None,
                       max_memory: str | float | int | None = None, precision: int | None = None,
-                      backend: str = "local", scheduler: str | None = None) -> DimensionResult:
+                      backend: str = "local", scheduler: str | None = None,
+                      engine: str = "verified") -> DimensionResult:
     """Dimension of the neuromanifold of `arch`, by `method` (see the module docstring).
 
     A thin wrapper: `solve(DimensionProblem(arch, ...), progress)`.
@@ -123,6 +140,9 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
         backend: `local`, or `dask` to compute the numerical rank's Jacobian rows on a Dask
             cluster (`dimension.dask_rank`; `auto` then means `numerical`, which is not escalated).
         scheduler: the Dask scheduler's address (default: a LocalCluster started for the call).
+        engine: the certified path's lower-bound engine: `verified` (the verified float64
+            certificate first, arb balls where floats cannot separate; docs/verified.md) or
+            `ball` (arb balls only, to cross-check the first).
 
     Example:
         >>> r = neuromanifold_dim(Architecture((3, 3, 3), (2, 2), 3), method="numerical")
@@ -131,7 +151,8 @@ def neuromanifold_dim(arch: Architecture, *, method: MethodChoice = "auto",
     """
     problem = DimensionProblem(arch, method=method, samples=samples, seed=seed, device=device,
                                min_gap=min_gap, prime=prime, precision=precision,
-                               backend=backend, scheduler=scheduler, max_memory=max_memory)
+                               backend=backend, scheduler=scheduler, max_memory=max_memory,
+                               engine=engine)
     return solve(problem, progress)
 
 
@@ -199,6 +220,10 @@ def plan_route(problem: DimensionProblem) -> Route:
                         "(ball arithmetic) or numerical.")
     if not arch.is_polynomial and method in ("certified", "auto"):
         return Route("escalating", _escalating)
+    if problem.engine != "verified":
+        raise bad_value("engine", "'ball' only for non-polynomial networks (certified or auto)",
+                        problem.engine, "Drop --engine: the other ranks are exact over F_p or "
+                        "float64, without a ball engine.")
     if problem.precision is not None:
         raise bad_value("precision", "given only for non-polynomial networks (certified or auto)",
                         problem.precision, "Drop --precision: the other ranks are exact over F_p "
@@ -247,7 +272,8 @@ def _check_dask(problem: DimensionProblem) -> None:
     if problem.arch.is_block:
         raise bad_value("backend", "'local' for block networks (heads, values, residual, MLP, "
                         "norms)", "dask", "Drop --backend dask: block ranks run on this machine.")
-    for name, value in (("prime", problem.prime), ("precision", problem.precision)):
+    for name, value in (("prime", problem.prime), ("precision", problem.precision),
+                        ("engine", None if problem.engine == "verified" else problem.engine)):
         if value is not None:
             raise bad_value(name, "given only with the exact or certified method (not with "
                             "--backend dask)", value, f"Drop --{name}.")
@@ -281,6 +307,12 @@ def _warned(result: DimensionResult) -> DimensionResult:
     return result
 
 
+def escalation_limit(arch: Architecture) -> int:
+    """The most parameters `auto` escalates: ESCALATE_MAX_PARAMS_GAUGED for the paper's softmax
+    model where its gauge applies (the gauged proof), else ESCALATE_MAX_PARAMS."""
+    return ESCALATE_MAX_PARAMS_GAUGED if gauge_applies(arch) else ESCALATE_MAX_PARAMS
+
+
 def _escalating(problem: DimensionProblem, progress: Progress | None) -> DimensionResult:
     """Non-polynomial networks: `certified` proves; `auto` runs numerical and escalates on a
     thin gap or an ambiguous rank."""
@@ -295,7 +327,8 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
         precision = check_int("precision", precision, minimum=16,
                               fix=f"Pass --precision {DEFAULT_PRECISION} (bits), or more.")
     options = {"seed": problem.seed, "progress": progress, "prime": problem.prime,
-               "precision": DEFAULT_PRECISION if precision is None else precision}
+               "precision": DEFAULT_PRECISION if precision is None else precision,
+               "engine": problem.engine}
     on_gpu = (lambda: device == "cuda" or (device == "auto" and cuda_available()))
     proof = certified_plan(arch, samples, options["precision"])
     # Both routes build the float Jacobian first; the certified one adds the ball block.
@@ -330,12 +363,13 @@ def _escalating(problem: DimensionProblem, progress: Progress | None) -> Dimensi
         return first
     why = (f"gap {first.gap:.1f} < {ESCALATE_GAP_DECADES} decades" if first.status == "settled"
            else f"numerical rank {first.dimension} {first.status}")
-    if arch.n_params > ESCALATE_MAX_PARAMS:
+    limit = escalation_limit(arch)
+    if arch.n_params > limit:
         first.notes.append(f"auto: {why}, but not escalated: {arch.n_params} parameters is past "
-                           f"the {ESCALATE_MAX_PARAMS} up to which auto escalates (the proof would "
+                           f"the {limit} up to which auto escalates (the proof would "
                            "take far longer than this answer); pass --method certified to prove it")
         (progress or (lambda _m: None))(f"auto: {why}; not escalated ({arch.n_params} parameters "
-                                        f"> {ESCALATE_MAX_PARAMS}; --method certified proves it)")
+                                        f"> {limit}; --method certified proves it)")
         return _warned(first)
     try:
         proof.check(max_memory)

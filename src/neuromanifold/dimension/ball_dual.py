@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from ..core.architecture import Architecture
+from ..core.checks import check_choice
 from ..core.formulas import ambient_bound, block_formula, effective_width, expected_dim
 from ..core.blocks import (NORM_EPS, Dual, block_forward, block_layout, blocks_of, causal_mask,
                            check_block_weights, flatten_blocks, layer_weights_of,
@@ -348,7 +349,7 @@ def catalogue_bound(arch: Architecture, residues: dict[str, torch.Tensor], p: in
     return arch.n_params - sum(families.values()), families
 
 
-def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
+def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME, engine: str = "verified"):
     """At given weights (`LayerWeights` of the paper's model, or named blocks): (named float64
     blocks, upper bound, notes, X -> float64 Jacobian, X -> ball evaluator).
 
@@ -377,22 +378,36 @@ def point_bounds(arch: Architecture, weights, p: int = DEFAULT_PRIME):
                          "n_params")
     params = flatten_blocks(arch, blocks)
     return (blocks, upper, notes, lambda X: jacobian(arch, params, X),
-            lambda X: block_evaluator(arch, blocks, X))
+            lambda X: block_evaluator(arch, blocks, X, engine=engine))
+
+
+# The engines of the certified path's lower bound: `verified` (the verified float64 certificate
+# of `verified.py` first, the balls where floats cannot separate) or `ball` (arb balls only: the
+# engine the verified one was checked against, for a user's cross-check).
+ENGINES = ("verified", "ball")
+
+
+def check_engine(engine: str) -> str:
+    """`engine` validated against ENGINES."""
+    return check_choice("engine", engine, ENGINES)
 
 
 def block_evaluator(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
-                    progress: Progress | None = None):
-    """rows, cols -> J[rows, cols] in arb balls (`ball_block_jacobian`), carrying as
-    `.verified` the same block enclosed in verified float64 (`verified.verified_block_jacobian`)
-    and as `.projected` the enclosure of W J V for float matrices W, V
-    (`verified.verified_projected_block`), with `.nonsingular` the certificate
-    (`verified.verified_nonsingular`), which `ball.prove_rank` tries first."""
+                    progress: Progress | None = None, engine: str = "verified"):
+    """rows, cols -> J[rows, cols] in arb balls (`ball_block_jacobian`), carrying (engine
+    `verified`) as `.verified` the same block enclosed in verified float64
+    (`verified.verified_block_jacobian`) and as `.projected` the enclosure of W J V for float
+    matrices W, V (`verified.verified_projected_block`), with `.nonsingular` the certificate
+    (`verified.verified_nonsingular`), which `ball.prove_rank` tries first. Engine `ball`: the
+    balls alone."""
     from .verified import (verified_block_jacobian, verified_nonsingular,  # noqa: PLC0415
                            verified_projected_block)
 
     def evaluate(rows, cols):
         return ball_block_jacobian(arch, blocks, X, rows, cols, progress)
 
+    if check_engine(engine) == "ball":
+        return evaluate
     evaluate.verified = lambda rows, cols: verified_block_jacobian(arch, blocks, X, rows, cols)
     evaluate.projected = lambda W, V: verified_projected_block(arch, blocks, X, W, V)
     evaluate.nonsingular = verified_nonsingular
@@ -401,10 +416,12 @@ def block_evaluator(arch: Architecture, blocks: dict[str, torch.Tensor], X: torc
 
 def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = None,
                   precision: int = DEFAULT_PRECISION, prime: int = DEFAULT_PRIME,
-                  progress: Progress | None = None) -> DimensionResult:
+                  progress: Progress | None = None, engine: str = "verified") -> DimensionResult:
     """Certified dimension of a non-polynomial network (module docstring): `certified` when the
     ball lower bound meets the F_p upper bound of the registry's group (the paper's for its model,
-    the catalogue's otherwise), else `lower-bound` with both."""
+    the catalogue's otherwise), else `lower-bound` with both. `engine` (ENGINES): `verified` tries
+    the verified float64 certificate first, `ball` proves in arb balls only."""
+    engine = check_engine(engine)
     if arch.is_block:
         def upper_bound(seed: int):
             upper, families = block_upper_bound(arch, seed, prime)
@@ -431,10 +448,51 @@ def certified_dim(arch: Architecture, *, seed: int = 0, samples: int | None = No
         if not checked:
             _check_kernel(arch, blocks, J)
             checked.append(True)
-        return J, block_evaluator(arch, blocks, X, progress)
+        return J, block_evaluator(arch, blocks, X, progress, engine)
 
-    return certify_rank(arch, upper_bound, point, seed=seed, samples=samples,
-                        precision=precision, prime=prime, progress=progress, **fields)
+    gauged = None
+    if engine == "verified" and not arch.is_block:
+        def gauged(seed: int, n: int, target: int):
+            return gauged_proof(arch, *rational_point(arch, seed, n), target, progress)
+
+    result = certify_rank(arch, upper_bound, point, seed=seed, samples=samples,
+                          precision=precision, prime=prime, progress=progress, gauged=gauged,
+                          **fields)
+    if engine == "ball":
+        result.notes.append("engine ball (--engine ball): the lower bound in arb balls only, "
+                            "the verified float64 certificate not tried")
+    return result
+
+
+def gauged_proof(arch: Architecture, blocks: dict[str, torch.Tensor], X: torch.Tensor,
+                 target: int, progress: Progress | None = None):
+    """The paper's softmax model: rank >= target proved on the free columns of the gauge at the
+    rational point (`gauge.gauge_split`: one pivot column per GL tangent dropped) by
+    `ball.prove_rank_on_columns`, without the float Jacobian or its SVD; None where the gauge
+    does not apply or leaves other than `target` columns.
+
+    Why these columns: with the GL tangents in ker J (checked here by covectors g^T J, as the
+    numerical engine checks them, `GaugeSplit.leak`), J[:, free] determines J, so rank J =
+    rank J[:, free]; when that is the upper bound, the minor sought lies in these columns. The
+    proof itself (a minor proved nonsingular) holds whatever columns are chosen. The kernel check
+    is the defence `certify_rank`'s float-rank check gives the float path: a tangent outside the
+    kernel (a bug) would let rank J exceed the upper bound, which is refused."""
+    from .gauge import gauge_split  # noqa: PLC0415
+    from .verified import verified_block_jacobian, verified_nonsingular  # noqa: PLC0415
+    from .ball import prove_rank_on_columns  # noqa: PLC0415
+
+    split = gauge_split(arch, layer_weights_of(arch, blocks))
+    if split is None or split.free.numel() != target:
+        return None
+    leak = split.leak(arch, flatten_blocks(arch, blocks), X[:2])
+    if leak > _MAX_LEAK:
+        raise ComputationError(f"a symmetry tangent is not in the kernel of the float Jacobian "
+                               f"(leak {leak:.1e}): the upper bound would be unsound (a bug; "
+                               "please report it); rerun with --debug")
+    rows = list(range(X.shape[0] * arch.output_width * arch.tokens))
+    return prove_rank_on_columns(lambda cols: verified_block_jacobian(arch, blocks, X, rows, cols),
+                                 split.free.tolist(), verified_nonsingular, progress,
+                                 "gauge-free ")
 
 
 def _check_kernel(arch: Architecture, blocks: dict[str, torch.Tensor], J: torch.Tensor) -> None:

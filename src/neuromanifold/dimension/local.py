@@ -327,14 +327,15 @@ def local_status(nr, lower: int | None, upper: int, notes: list) -> tuple[str, i
 def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str = "auto",
                    seed: int = 0, samples: int | None = None,
                    tolerances=(1e-4, 1e-8, 1e-12), parts: bool = True, generic: bool = True,
-                   precision: int | None = None, progress: Progress | None = None
-                   ) -> LocalGeometry:
+                   precision: int | None = None, progress: Progress | None = None,
+                   engine: str = "verified") -> LocalGeometry:
     """The local geometry of the block network `arch` at float64 named blocks `blocks`.
 
     `inputs`: the user's data (token ids (N, t) or float sequences (N, d_0, t)) for the batch
     functional dimension; `method`: auto (prove the lower bound up to PROOF_MAX_PARAMS),
     numerical (no proof) or certified (always prove); `tolerances`: the relative singular values
-    of the profile. See the module docstring for every number.
+    of the profile; `engine`: the proof's, `verified` (float64 certificate first) or `ball` (arb
+    balls only). See the module docstring for every number.
 
     Example:
         >>> from neuromanifold import Architecture
@@ -350,6 +351,7 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
         raise bad_value("arch", "a block network (heads, values, residual, MLP or norms)",
                         str(arch), "Use rank_at_point for the paper's model.")
     method = check_choice("method", method, LOCAL_METHODS)
+    engine = check_choice("engine", engine, ("verified", "ball"))
     seed = check_seed(seed)
     bits = DEFAULT_PRECISION if precision is None else check_int(
         "precision", precision, minimum=16, fix=f"Pass {DEFAULT_PRECISION} or more.")
@@ -444,7 +446,7 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
         t0 = time.perf_counter()
         say(f"float64 rank {nr.rank} (gap {nr.gap:.1f} decades); proving the lower bound")
         J = spec.dense
-        evaluate = block_evaluator(arch, blocks, X)
+        evaluate = block_evaluator(arch, blocks, X, engine=engine)
         # a clear gap: prove the float rank; none: try the upper bound first (a float rank
         # below the truth is what an unclear gap can hide), then the float rank
         target = min(upper, nr.rank) if nr.is_settled(MIN_GAP_DECADES) and nr.rank else upper
@@ -459,6 +461,9 @@ def local_geometry(arch: Architecture, blocks: dict, *, inputs=None, method: str
         elif lower:
             notes.append(f"lower bound: a {lower} x {lower} block of J has determinant "
                          f"{ball.determinant} ({ball.precision}-bit ball arithmetic)")
+        if engine == "ball":
+            notes.append("engine ball (--engine ball): the lower bound in arb balls only, the "
+                         "verified float64 certificate not tried")
         seconds["ball proof"] = time.perf_counter() - t0
     elif method == "auto":
         notes.append(f"no certified lower bound: {P} parameters (auto proves up to "

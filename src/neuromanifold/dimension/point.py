@@ -114,11 +114,12 @@ class PointRank(Tabulated):
 def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: str = "auto",
                   samples: int | None = None, seed: int = 0, precision: int | None = None,
                   min_gap: float = MIN_GAP_DECADES, generic: bool = True,
-                  progress: Progress | None = None) -> PointRank:
+                  progress: Progress | None = None, engine: str = "verified") -> PointRank:
     """Rank of the Jacobian of W -> phi_W at `weights` (see the module docstring).
 
     `weights`: `LayerWeights` of the paper's model, or named blocks (`core.blocks`, as
-    `io.weightfiles.read_block_weights` returns them) of a block network.
+    `io.weightfiles.read_block_weights` returns them) of a block network. `engine`: the
+    certified lower bound's, `verified` (float64 certificate first) or `ball` (arb balls only).
 
     Example:
         >>> from neuromanifold import Architecture, random_weights
@@ -152,7 +153,11 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
         weights = weights.map(lambda t: t.detach().to(torch.float64).cpu())
     from .ball_dual import point_bounds  # noqa: PLC0415
 
-    weights, upper, notes, jacobian_at, evaluator = point_bounds(arch, weights, DEFAULT_PRIME)
+    from .ball_dual import check_engine  # noqa: PLC0415
+
+    engine = check_engine(engine)
+    weights, upper, notes, jacobian_at, evaluator = point_bounds(arch, weights, DEFAULT_PRIME,
+                                                                 engine)
     t_upper = time.perf_counter() - t_start
     gen = seeded_generator(seed, "point-inputs")
     # N(0, 1) inputs drawn as always; with a vocabulary, distinct one-hot token sequences (at most
@@ -191,7 +196,7 @@ def rank_at_point(arch: Architecture, weights: LayerWeights | dict, *, method: s
             out = _exact_result(exact, nr, upper, method, notes, result)
         else:
             out = _ball_result(J, X, nr, upper, method, bits, evaluator, say, seconds, notes,
-                               result, exact)
+                               result, exact, engine)
     if capped is not None:
         out.notes.insert(0, capped)
     if generic:
@@ -244,7 +249,8 @@ def _exact_result(exact, nr, upper: int, method: str, notes: list, result: dict)
 
 
 def _ball_result(J, X, nr, upper: int, method: str, bits: int, evaluator, say: Progress,
-                 seconds: dict, notes: list, result: dict, exact) -> PointRank:
+                 seconds: dict, notes: list, result: dict, exact,
+                 engine: str = "verified") -> PointRank:
     """Today's proof: the ball (and verified float64) lower bound against the symmetry bound."""
     if exact is not None:
         notes.append(exact.note())
@@ -262,6 +268,9 @@ def _ball_result(J, X, nr, upper: int, method: str, bits: int, evaluator, say: P
     seconds.update(ball.seconds)
     certified = ball.proved == upper
     notes += ball.notes
+    if engine == "ball":
+        notes.append("engine ball (--engine ball): the lower bound in arb balls only, the "
+                     "verified float64 certificate not tried")
     if certified:
         how = (f"a {upper} x {upper} matrix W J V (or block of J) at this point is "
                f"nonsingular, {ball.determinant} (verified float64 arithmetic)"

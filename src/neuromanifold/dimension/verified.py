@@ -652,8 +652,11 @@ def verified_nonsingular(block: Interval) -> tuple[bool, float]:
     `block` (r x r), X a float approximate inverse of its midpoint; then every such M, the
     exact minor among them, is nonsingular. `bound` is the rigorous upper bound on the norm.
 
-    Bound: |I - X M| <= |I - fl(X Mm)| + gamma_r |X| |Mm| + r ETA + |X| Mr, each nonnegative
-    product rounded upward and divided by 1 - gamma_r, and the row sums likewise."""
+    Bound: |I - X M| <= |I - fl(X Mm)| + gamma_r |X| |Mm| + r ETA + |X| Mr entrywise, so each
+    row sum of |I - X M| is at most the row sum of |I - fl(X Mm)| plus (|X| t)_i + r^2 ETA, with
+    t = (gamma_r |Mm| + Mr) 1 the row sums of the radii: |X| T 1 = |X| (T 1) for T >= 0, so one
+    matrix-vector product (not a second r x r x r product) gives the spread's row sums. Every
+    nonnegative sum and product is rounded upward and divided by 1 - gamma_r (`_k`)."""
     Mm, Mr = block.m, block.r
     r = Mm.shape[0]
     if r == 0:
@@ -672,9 +675,10 @@ def verified_nonsingular(block: Interval) -> tuple[bool, float]:
     residual = up((eye - C).abs() + _rounding(eye - C))      # the subtraction's rounding
     absX = X.abs()
     T = up(up(gamma(r) * Mm.abs()) + Mr)                       # gamma_r |Mm| + Mr, entrywise
-    spread = up(_k(r) * up(absX @ T + 4 * r * ETA))           # >= |X| (gamma_r |Mm| + Mr)
-    E = up(residual + up(spread + 4 * r * ETA))
-    rows = up(_k(r) * up(E.sum(dim=1) + 4 * r * ETA))
+    t = up(_k(r) * up(T.sum(dim=1) + 4 * r * ETA))            # >= T 1 (its row sums)
+    spread = up(_k(r) * up(absX @ t + 4 * r * ETA))           # >= |X| T 1, row by row
+    res = up(_k(r) * up(residual.sum(dim=1) + 4 * r * ETA))   # >= the residual's row sums
+    rows = up(up(res + spread) + 8 * r * r * ETA)             # + r ETA per entry of fl(X Mm)
     bound = float(rows.max())
     return bool(bound < 1.0), bound
 
