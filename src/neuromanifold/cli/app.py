@@ -26,7 +26,10 @@ from . import interrupts
 from . import canonical, classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Shell completion is typer's own (`--install-completion`, `--show-completion` and the
+# `_NEUROMANIFOLD_COMPLETE` protocol; docs/cli.md): typer.main imports its modules whether or
+# not it is on, and its two options cost about half a millisecond to build.
+app = typer.Typer(no_args_is_help=True,
                   help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
 
 # One example per command, shown at the end of its --help and in docs/cli.md.
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"] or ["--help"]
+    # A shell's completion request has no arguments (so it takes the light help too, whose
+    # rich_utils renders zsh's and fish's command descriptions) and is answered before they are read.
     if "--help" in args:
         _light_rich_help()
     interrupted: list[int] = []
