@@ -8,6 +8,7 @@ import typer
 
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.limits import MAX_TOKENS
+from ..models.families import COUNTING_RULES, FAMILIES, listed
 from .common import EXIT_AMBIGUOUS, print_json, stderr_progress
 
 
@@ -158,8 +159,7 @@ def _validation_lines(check: dict) -> list[str]:
 def count_command(
     config: Optional[str] = typer.Argument(None, help="A model's config.json."),
     model_type: Optional[str] = typer.Option(
-        None, "--model-type", help="A shipped config: gpt2, llama, mistral, qwen2, bert, gemma, "
-        "gpt_neox, falcon, qwen3 or phi3."),
+        None, "--model-type", help=f"A shipped config: {listed(FAMILIES)}."),
     validate: bool = typer.Option(False, "--validate", help="Certify a shrunk model of the same "
                                   "family (converted to the native network, ball arithmetic) and "
                                   "compare with the count."),
@@ -206,14 +206,14 @@ def count_command(
     seed = 0 if seed is None else seed
     cfg, source = config_from_options(config, model_type)
     mt = cfg.get("model_type")
-    ruled = isinstance(mt, str) and mt in hf.MODEL_TYPES
-    if not ruled and not (isinstance(mt, str) and mt in hf.SHIPPED):
-        supported = ", ".join(hf.SHIPPED)
-        raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules, or the "
-                        "converter and the symmetry registry)", mt, "See docs/models.md.")
+    ruled = isinstance(mt, str) and mt in COUNTING_RULES
+    if not ruled and not (isinstance(mt, str) and mt in FAMILIES):
+        raise bad_value(f"{source}: model_type", f"one of {listed(FAMILIES)} (counting rules, or "
+                        "the converter and the symmetry registry)", mt,
+                        "See docs/models.md#supported-families.")
     if numerical and not ruled:
         raise bad_value("numerical", "given only for the families with counting rules ("
-                        + ", ".join(hf.MODEL_TYPES) + "; it measures transformers' base model)",
+                        f"{listed(COUNTING_RULES)}; it measures transformers' base model)",
                         mt, "Drop --numerical: --validate certifies the shrunk converted network.")
     cfg = hf.check_config(cfg, source)
     check_class = check_class or validate
