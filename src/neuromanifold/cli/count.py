@@ -9,7 +9,7 @@ import typer
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.limits import MAX_TOKENS
 from ..models.families import COUNTING_RULES, FAMILIES, listed
-from .common import EXIT_AMBIGUOUS, print_json, stderr_progress
+from .common import EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, print_json, stderr_progress
 
 
 def config_from_options(config: Optional[str], model_type: Optional[str]) -> tuple[dict, str]:
@@ -159,29 +159,34 @@ def _validation_lines(check: dict) -> list[str]:
 def count_command(
     config: Optional[str] = typer.Argument(None, help="A model's config.json."),
     model_type: Optional[str] = typer.Option(
-        None, "--model-type", help=f"A shipped config: {listed(FAMILIES)}."),
+        None, "--model-type", help=f"A shipped config: {listed(FAMILIES)}.",
+        rich_help_panel=NETWORK),
     validate: bool = typer.Option(False, "--validate", help="Certify a shrunk model of the same "
                                   "family (converted to the native network, ball arithmetic) and "
-                                  "compare with the count."),
+                                  "compare with the count.", rich_help_panel=METHOD),
     numerical: bool = typer.Option(False, "--numerical", help="With --validate: also measure the "
                                    "shrunk transformers model with functional_dim (float64, a "
-                                   "cross-check, not a proof)."),
+                                   "cross-check, not a proof).", rich_help_panel=METHOD),
     tokens: Optional[int] = typer.Option(None, help="Sequence length of the shrunk model's inputs "
-                                         "(--validate; default 3)."),
+                                         "(--validate; default 3).", rich_help_panel=METHOD),
     seed: Optional[int] = typer.Option(None, help="Random seed of the shrunk model's weights and "
-                                       "inputs (--validate; default 0)."),
+                                       "inputs (--validate; default 0).",
+                                       rich_help_panel=METHOD),
     hidden_state: bool = typer.Option(False, "--hidden-state", help="With --validate: also "
                                       "certify the shrunk model's last hidden state (the base "
                                       "model's output, no logits) and compare with its count; "
-                                      "about doubles the time."),
+                                      "about doubles the time.", rich_help_panel=METHOD),
     real_width: bool = typer.Option(False, "--real-width", help="With --validate: also check "
                                     "the families' independence over F_p at the config's own "
-                                    "head width (2 layers; seconds to minutes)."),
+                                    "head width (2 layers; seconds to minutes).",
+                                    rich_help_panel=METHOD),
     check_class: bool = typer.Option(False, "--check", help="Also build transformers' model "
                                      "class on the meta device and check that it has the "
                                      "parameters counted from the config (imports "
-                                     "transformers; --validate does it too)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+                                     "transformers; --validate does it too).",
+                                     rich_help_panel=METHOD),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
     from ..models import certify, hf  # noqa: PLC0415
