@@ -38,9 +38,9 @@ COMPLETION = """\
 
 Tab completes the commands and their options in bash, zsh and fish (and PowerShell), once the
 shell has `neuromanifold`'s completion script. The script calls `neuromanifold` at every Tab, so
-the command must be on the PATH (`source .venv/bin/activate`); each Tab starts it once (as
-long as `neuromanifold --version`: "Start-up" in [Large networks](scale.md)). In the shell that
-should complete,
+the command must be on the PATH (`source .venv/bin/activate`); each Tab starts it once, about a
+third longer than `neuromanifold --version` ([the measurement](scale.md#current-measurements)).
+In the shell that should complete,
 
 - `neuromanifold --install-completion` installs it for that shell (detected) in new terminals:
   bash gets `~/.bash_completions/neuromanifold.sh` and a line in `~/.bashrc` sourcing it; zsh gets

@@ -129,3 +129,28 @@ def test_install_completion_writes_only_under_home(tmp_path):
     lines = [line for line in (home / ".bashrc").read_text().splitlines() if line]
     assert lines == ["# the user's own line", f"source '{script}'"]
     assert "_NEUROMANIFOLD_COMPLETE=complete_bash" in script.read_text()
+
+
+def test_a_tab_skips_value_coercion_and_callbacks(tmp_path):
+    """A completion request imports no pydantic (typer's value coercion, skipped for resilient
+    parsing: NOTE [a Tab without pydantic] in cli/app.py) and runs no option callback:
+    `neuromanifold --version <Tab>` answers the commands, not the version."""
+    code = ("import sys\nfrom neuromanifold.cli import main\ntry:\n    main([])\n"
+            "except SystemExit as exc:\n    print('exit', exc.code)\n"
+            "print('pydantic' in sys.modules)")
+    words = "neuromanifold count --"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=_env(tmp_path, _NEUROMANIFOLD_COMPLETE="complete_bash",
+                                   COMP_WORDS=words, COMP_CWORD="2"), cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["exit 0", "False"], done.stderr
+    assert "--model-type" in lines and "--validate" in lines
+    assert _complete(tmp_path, "bash", "neuromanifold --version ") == COMMANDS
+
+
+def test_a_command_still_coerces_its_values(capsys):
+    """Outside a completion request the values are coerced as before: `--tokens x` is refused."""
+    from neuromanifold.cli.app import main
+
+    assert main(["dim", "--widths", "3,3", "--keys", "2", "--tokens", "x"]) == 2
+    assert "tokens" in capsys.readouterr().err
