@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.main
 
-from neuromanifold.cli.app import EXAMPLES
+from neuromanifold.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = list(EXAMPLES)  # one example per command: the commands, in the order of --help
+COMMANDS = list(typer.main.get_command(app).commands)  # in the order of --help
 BASH = shutil.which("bash")
 
 
