@@ -1,8 +1,9 @@
 """Start-up and whole-process timings (issues 13 and 39), old tree against new in one run.
 
 Commands: the README example (`dim --widths 3,5,3 --keys 2,2 --tokens 3`), `--help`,
-`--version`, `count --model-type llama` and the Figure 3 CLI run (`figure3 --attention softmax
---deltas 3-10`, numerical; start-up included). Each runs as a fresh process in an empty folder,
+`--version`, a Tab of the shell completion (bash asking for `neuromanifold count --`; a tree
+without completion answers it with an error, exit 1), `count --model-type llama` and the
+Figure 3 CLI run (`figure3 --attention softmax --deltas 3-10`, numerical; start-up included). Each runs as a fresh process in an empty folder,
 `--repeat` times; with `--old SRC` (the `src` folder of another checkout, e.g. a worktree of
 the previous main) the old and the new tree run in turn, old, new, old, new, ..., so a drift of
 the machine's speed touches both alike, and the median of each and of the pairwise ratios is
@@ -28,15 +29,22 @@ COMMANDS = (
     (["dim", "--widths", "3,5,3", "--keys", "2,2", "--tokens", "3"], "README example; goal <= 1 s"),
     (["--help"], "goal <= 0.3 s"),
     (["--version"], "goal <= 0.3 s"),
+    ([], "a Tab: bash completing `neuromanifold count --`"),
     (["count", "--model-type", "llama"], "goal <= 2 s"),
     (["figure3", "--attention", "softmax", "--deltas", "3-10"], "numerical; whole process"),
 )
 
 
+# The environment of a completion request (the words typed so far), for the command without arguments.
+TAB = {"_NEUROMANIFOLD_COMPLETE": "complete_bash", "COMP_WORDS": "neuromanifold count --",
+       "COMP_CWORD": "2"}
+
+
 def wall_seconds(src: Path, args: list[str]) -> float:
     """Wall time of one fresh `python -m neuromanifold ARGS` with `src` first on PYTHONPATH,
-    in a new empty folder (figure3 writes its files there)."""
-    env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    in a new empty folder (figure3 writes its files there); no ARGS: a Tab (`TAB`)."""
+    env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+               **({} if args else TAB))
     with tempfile.TemporaryDirectory() as cwd:
         t0 = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "neuromanifold", *args], cwd=cwd, env=env,
@@ -71,10 +79,10 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} at the start; {args.repeat} runs each; {os.cpu_count()} cores")
     for what, goal in COMMANDS:
-        if args.quick and what[0] == "figure3":
+        if args.quick and what[:1] == ["figure3"]:
             continue
         new_times, old_times = paired(what, args.repeat, args.old)
-        line = f"neuromanifold {' '.join(what)}: new {_spread(new_times)}"
+        line = f"neuromanifold {' '.join(what) or '<Tab>'}: new {_spread(new_times)}"
         if old_times:
             ratios = [n / o for n, o in zip(new_times, old_times)]
             line += f"; old {_spread(old_times)}; new/old {statistics.median(ratios):.2f}"

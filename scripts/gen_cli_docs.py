@@ -32,6 +32,34 @@ Exit codes:
 | 130 | interrupted; results already written are kept |
 """
 
+# After the root options (--install-completion and --show-completion among them).
+COMPLETION = """\
+## Shell completion
+
+Tab completes the commands and their options in bash, zsh and fish (and PowerShell), once the
+shell has `neuromanifold`'s completion script. The script calls `neuromanifold` at every Tab, so
+the command must be on the PATH (`source .venv/bin/activate`); each Tab starts it once, about a
+third longer than `neuromanifold --version` ([the measurement](scale.md#current-measurements)).
+In the shell that should complete,
+
+- `neuromanifold --install-completion` installs it for that shell (detected) in new terminals:
+  bash gets `~/.bash_completions/neuromanifold.sh` and a line in `~/.bashrc` sourcing it; zsh gets
+  `~/.zfunc/_neuromanifold` and `fpath+=~/.zfunc; autoload -Uz compinit; compinit` in `~/.zshrc`
+  (and a `zstyle` menu line when `~/.zshrc` has no `zstyle`); fish gets
+  `~/.config/fish/completions/neuromanifold.fish`.
+- `neuromanifold --show-completion` prints that shell's script and changes nothing, to place it
+  by hand.
+
+For a shell named rather than detected, `_NEUROMANIFOLD_COMPLETE=source_SHELL neuromanifold`
+prints its script, e.g. (after `mkdir -p ~/.zfunc ~/.config/fish/completions`):
+
+```bash
+_NEUROMANIFOLD_COMPLETE=source_bash neuromanifold > ~/.neuromanifold-complete.bash  # then: source it in ~/.bashrc
+_NEUROMANIFOLD_COMPLETE=source_zsh neuromanifold > ~/.zfunc/_neuromanifold  # ~/.zfunc on fpath before compinit
+_NEUROMANIFOLD_COMPLETE=source_fish neuromanifold > ~/.config/fish/completions/neuromanifold.fish
+```
+"""
+
 
 # Examples that tests/project/test_docs.py runs (seconds each); the others need input files or minutes.
 RUN_BY_TESTS = ("dim", "figure3", "heads", "degree", "equations", "ed-degree")
@@ -64,6 +92,7 @@ def render() -> str:
             if param.name != "help"]
     parts.append("| name | kind | meaning |\n| --- | --- | --- |\n" + "\n".join(
         f"| `{_cell(r[0])}` | option | {_cell(r[1])} |" for r in rows if r) + "\n")
+    parts.append(COMPLETION)
     for name, command in root.commands.items():
         ctx = command.context_class(command, info_name=name, parent=root_ctx)
         usage = " ".join(["neuromanifold", name] + command.collect_usage_pieces(ctx))

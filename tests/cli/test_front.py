@@ -164,21 +164,70 @@ def test_dim_help_groups_its_options_in_panels():
     assert "layers=2,heads=4,vocab=7" in out and "required unless --hf-config" in out
 
 
-@pytest.mark.parametrize("command", ["dim", "rank", "fiber", "degree", "equations", "ed-degree"])
-def test_every_option_of_the_long_commands_has_a_panel(command):
-    """Each option of the commands with many options sits in one of the five panels (a new option
-    without one would land in a box of its own), the panels in the same order everywhere."""
+def _click_commands() -> dict:
+    """The click command of every `neuromanifold` command, by name, in --help's order."""
     import typer.main
 
     from neuromanifold.cli.app import app
 
-    click_command = typer.main.get_command(app).commands[command]
-    options = [p for p in click_command.params
-               if p.param_type_name == "option" and p.name != "help"]
+    return dict(typer.main.get_command(app).commands)
+
+
+def _options(click_command) -> list:
+    """A command's options, --help aside (hidden ones included: they too need a panel)."""
+    return [p for p in click_command.params if p.param_type_name == "option" and p.name != "help"]
+
+
+# More than 8 visible options: one box of them is hard to read, so each sits in a panel.
+LONG_COMMANDS = [name for name, c in _click_commands().items()
+                 if len([p for p in _options(c) if not p.hidden]) > 8]
+
+
+def test_the_long_commands_are_those_of_issue_39():
+    """dim, rank, fiber and the degree commands, and since issue 39 item 7 figure3, heads, sweep,
+    count and track, have more than 8 options; the others (report's 8 and fewer) do not."""
+    assert sorted(LONG_COMMANDS) == sorted(["dim", "figure3", "heads", "fiber", "sweep", "rank",
+                                            "count", "degree", "equations", "ed-degree", "track"])
+
+
+@pytest.mark.parametrize("command", LONG_COMMANDS)
+def test_every_option_of_the_long_commands_has_a_panel(command):
+    """Each option of the commands with many options sits in one of the five panels (a new option
+    without one would land in a box of its own), the panels in the same order everywhere."""
+    options = _options(_click_commands()[command])
     homeless = [p.opts[0] for p in options if getattr(p, "rich_help_panel", None) not in PANELS]
     assert not homeless, f"{command}: options without a panel: {homeless}"
     order = list(dict.fromkeys(p.rich_help_panel for p in options))
     assert order == [panel for panel in PANELS if panel in order]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("command", [None, *_click_commands()])
+def test_help_is_whole_at_80_and_120_columns(capsys, monkeypatch, command, width):
+    """`neuromanifold [COMMAND] --help` in a terminal of 80 or 120 columns: no line wider, no
+    ellipsis, and every visible option's and argument's help whole (the words in order, across
+    the wrapped lines; a `[...]` that rich took for markup would be missing)."""
+    import re
+
+    for name in ("TERMINAL_WIDTH", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", str(width))
+    monkeypatch.setenv("NO_COLOR", "1")
+    code, out, _ = run(capsys, *([command] if command else []), "--help")
+    assert code == 0
+    assert [line for line in out.splitlines() if len(line) > width] == [] and "…" not in out
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+    if command is None:
+        import typer.main
+
+        from neuromanifold.cli.app import app
+
+        params = typer.main.get_command(app).params
+    else:
+        params = _click_commands()[command].params
+    cut = [p.name for p in params if not getattr(p, "hidden", False) and getattr(p, "help", None)
+           and " ".join(p.help.split()) not in flat]
+    assert cut == []
 
 
 def test_heads_takes_keys_and_values_like_dim(capsys, tmp_path):

@@ -10,6 +10,7 @@ errors, which suggest --debug); 2 bad input (one line on stderr); 130 interrupte
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 
@@ -26,7 +27,11 @@ from . import interrupts
 from . import canonical, classify, count, degree, dim, eddegree, equations, fiber, figure1, figure3, heads, rank, report, sweep, track
 from .common import EXIT_AMBIGUOUS, EXIT_BAD_INPUT
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Shell completion is typer's own (`--install-completion`, `--show-completion` and the
+# `_NEUROMANIFOLD_COMPLETE` protocol; docs/cli.md): typer.main imports its modules whether or
+# not it is on, and its two options cost about half a millisecond to build; a Tab skips
+# typer's pydantic coercion (NOTE: [a Tab without pydantic]).
+app = typer.Typer(no_args_is_help=True,
                   help="Geometry of the function spaces (neuromanifolds) of self-attention networks.")
 
 # One example per command, shown at the end of its --help and in docs/cli.md.
@@ -103,6 +108,31 @@ def _flags_without_metavar() -> None:
 
 _flags_without_metavar()
 
+# NOTE: [a Tab without pydantic]
+# A shell's completion request (its script sets COMPLETE_VAR, typer's protocol) parses the words
+# typed so far resiliently and uses none of their values, yet typer 0.29 coerces each value
+# through a pydantic TypeAdapter, whose import was half of a Tab's time (about 0.4 of 0.8 s on a
+# loaded 2-core machine). For a completion request alone, the options and arguments keep their
+# values as typed and run no callback (`--version <Tab>` would print the version); a command run
+# is untouched.
+COMPLETE_VAR = "_NEUROMANIFOLD_COMPLETE"
+
+
+def _complete_without_coercion() -> None:
+    """Let resilient parsing (completion only) skip typer's value coercion (NOTE above)."""
+    from typer.core import TyperArgument, TyperOption  # noqa: PLC0415
+
+    for cls in (TyperArgument, TyperOption):
+        coerce = cls.process_value
+        if getattr(coerce, "_neuromanifold", False):
+            continue
+
+        def process_value(self, ctx, value, _coerce=coerce):
+            return value if ctx.resilient_parsing else _coerce(self, ctx, value)
+
+        process_value._neuromanifold = True  # type: ignore[attr-defined]
+        cls.process_value = process_value  # type: ignore[method-assign]
+
 
 # NOTE: [help without markdown-it and pygments]
 # typer's rich help (`typer.rich_utils`) imports rich.markdown (markdown-it) and rich.traceback
@@ -159,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"] or ["--help"]
+    # A shell's completion request has no arguments (so it takes the light help too, whose
+    # rich_utils renders zsh's and fish's command descriptions) and is answered before they are read.
     if "--help" in args:
         _light_rich_help()
+    if os.environ.get(COMPLETE_VAR):
+        _complete_without_coercion()
     interrupted: list[int] = []
     keep_reports = debug or argv is not None
     try:

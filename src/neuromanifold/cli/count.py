@@ -8,7 +8,8 @@ import typer
 
 from ..core.checks import bad_value, check_int, check_seed
 from ..core.limits import MAX_TOKENS
-from .common import EXIT_AMBIGUOUS, print_json, stderr_progress
+from ..models.families import COUNTING_RULES, FAMILIES, listed
+from .common import EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, print_json, stderr_progress
 
 
 def config_from_options(config: Optional[str], model_type: Optional[str]) -> tuple[dict, str]:
@@ -158,30 +159,34 @@ def _validation_lines(check: dict) -> list[str]:
 def count_command(
     config: Optional[str] = typer.Argument(None, help="A model's config.json."),
     model_type: Optional[str] = typer.Option(
-        None, "--model-type", help="A shipped config: gpt2, llama, mistral, qwen2, bert, gemma, "
-        "gpt_neox, falcon, qwen3 or phi3."),
+        None, "--model-type", help=f"A shipped config: {listed(FAMILIES)}.",
+        rich_help_panel=NETWORK),
     validate: bool = typer.Option(False, "--validate", help="Certify a shrunk model of the same "
                                   "family (converted to the native network, ball arithmetic) and "
-                                  "compare with the count."),
+                                  "compare with the count.", rich_help_panel=METHOD),
     numerical: bool = typer.Option(False, "--numerical", help="With --validate: also measure the "
                                    "shrunk transformers model with functional_dim (float64, a "
-                                   "cross-check, not a proof)."),
+                                   "cross-check, not a proof).", rich_help_panel=METHOD),
     tokens: Optional[int] = typer.Option(None, help="Sequence length of the shrunk model's inputs "
-                                         "(--validate; default 3)."),
+                                         "(--validate; default 3).", rich_help_panel=METHOD),
     seed: Optional[int] = typer.Option(None, help="Random seed of the shrunk model's weights and "
-                                       "inputs (--validate; default 0)."),
+                                       "inputs (--validate; default 0).",
+                                       rich_help_panel=METHOD),
     hidden_state: bool = typer.Option(False, "--hidden-state", help="With --validate: also "
                                       "certify the shrunk model's last hidden state (the base "
                                       "model's output, no logits) and compare with its count; "
-                                      "about doubles the time."),
+                                      "about doubles the time.", rich_help_panel=METHOD),
     real_width: bool = typer.Option(False, "--real-width", help="With --validate: also check "
                                     "the families' independence over F_p at the config's own "
-                                    "head width (2 layers; seconds to minutes)."),
+                                    "head width (2 layers; seconds to minutes).",
+                                    rich_help_panel=METHOD),
     check_class: bool = typer.Option(False, "--check", help="Also build transformers' model "
                                      "class on the meta device and check that it has the "
                                      "parameters counted from the config (imports "
-                                     "transformers; --validate does it too)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+                                     "transformers; --validate does it too).",
+                                     rich_help_panel=METHOD),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Parameters, continuous symmetries and the symmetry-aware count of a transformer config."""
     from ..models import certify, hf  # noqa: PLC0415
@@ -206,14 +211,14 @@ def count_command(
     seed = 0 if seed is None else seed
     cfg, source = config_from_options(config, model_type)
     mt = cfg.get("model_type")
-    ruled = isinstance(mt, str) and mt in hf.MODEL_TYPES
-    if not ruled and not (isinstance(mt, str) and mt in hf.SHIPPED):
-        supported = ", ".join(hf.SHIPPED)
-        raise bad_value(f"{source}: model_type", f"one of {supported} (counting rules, or the "
-                        "converter and the symmetry registry)", mt, "See docs/models.md.")
+    ruled = isinstance(mt, str) and mt in COUNTING_RULES
+    if not ruled and not (isinstance(mt, str) and mt in FAMILIES):
+        raise bad_value(f"{source}: model_type", f"one of {listed(FAMILIES)} (counting rules, or "
+                        "the converter and the symmetry registry)", mt,
+                        "See docs/models.md#supported-families.")
     if numerical and not ruled:
         raise bad_value("numerical", "given only for the families with counting rules ("
-                        + ", ".join(hf.MODEL_TYPES) + "; it measures transformers' base model)",
+                        f"{listed(COUNTING_RULES)}; it measures transformers' base model)",
                         mt, "Drop --numerical: --validate certifies the shrunk converted network.")
     cfg = hf.check_config(cfg, source)
     check_class = check_class or validate

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..core.checks import bad_value, check_seed
+from ..models.families import COUNTING_RULES, listed
 from .common import (DECODER, EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, RESOURCES,
                      TimeLimitReached, build_block_architecture, check_timeout, print_json,
                      print_stopped, stderr_progress, text_width, time_limit)
@@ -143,9 +144,8 @@ def dim(
                                             "tcp://host:8786 (with --backend dask).",
                                             rich_help_panel=RESOURCES),
     hf_config: Optional[str] = typer.Option(None, "--hf-config", help="A Hugging Face config.json "
-                                            "(gpt2, llama, mistral, qwen2, bert, gemma: the families with "
-                                            "counting rules): measure it shrunk.",
-                                            rich_help_panel=NETWORK),
+                                            f"of a family with counting rules ({listed(COUNTING_RULES)}): "
+                                            "measure it shrunk.", rich_help_panel=NETWORK),
     shrink: Optional[str] = typer.Option(None, help="With --hf-config: the shrunk sizes, "
                                          "key=value pairs joined by commas, e.g. "
                                          "layers=2,heads=4,vocab=7; keys: layers, hidden, heads, "

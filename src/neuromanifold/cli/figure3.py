@@ -14,26 +14,34 @@ from ..core.architecture import Architecture
 from ..core.checks import check_int, check_seed
 from ..io.outputs import staged_files
 from . import interrupts
-from .common import EXIT_AMBIGUOUS, check_output_files, err, print_json
+from .common import (EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, RESOURCES, check_output_files, err,
+                     print_json)
 from ..core.checks import bad_value
 
 
 def figure3(
-    attention: str = typer.Option("softmax", help="softmax or lightning."),
-    deltas: str = typer.Option("3-10", help="Range a-b or list a,b,c of widths delta."),
-    samples: int = typer.Option(250, help="Input samples N to start from (the paper's 250); grown if needed."),
-    seed: int = typer.Option(0, help="Random seed."),
-    device: str = typer.Option("cpu", help="cpu, cuda or auto."),
-    out: Path = typer.Option(Path("figure3"), help="Folder for the PNG and CSV."),
-    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
+    attention: str = typer.Option("softmax", help="softmax or lightning.", rich_help_panel=NETWORK),
+    deltas: str = typer.Option("3-10", help="Range a-b or list a,b,c of widths delta.",
+                               rich_help_panel=NETWORK),
     method: str = typer.Option("numerical", help="numerical (float64 gap rule) or certified "
-                               "(every point proved: F_p for lightning, ball arithmetic for softmax)."),
+                               "(every point proved: F_p for lightning, ball arithmetic for softmax).",
+                               rich_help_panel=METHOD),
+    samples: int = typer.Option(250, help="Input samples N to start from (the paper's 250); grown "
+                                "if needed.", rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed.", rich_help_panel=METHOD),
     precision: Optional[int] = typer.Option(None, help="Ball-arithmetic bits for certified softmax "
-                                            "(default 128)."),
-    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
+                                            "(default 128).", rich_help_panel=METHOD),
+    device: str = typer.Option("cpu", help="cpu, cuda or auto.", rich_help_panel=RESOURCES),
     max_memory: Optional[str] = typer.Option(None, help="Refuse (exit 2) when the estimated peak "
                                              "exceeds this: 16G, 500M, or a fraction such as 0.5 "
-                                             "of the available memory (default 0.8)."),
+                                             "of the available memory (default 0.8).",
+                                             rich_help_panel=RESOURCES),
+    out: Path = typer.Option(Path("figure3"), help="Folder for the PNG and CSV.",
+                             rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out.",
+                               rich_help_panel=OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Reproduce the paper's Figure 3 (l = 2, t = 3, a_i = 2, d_i = delta): estimated vs expected."""
     from ..experiments.figure3 import figure3 as run_figure3, figure3_plans, parse_int_set  # noqa: PLC0415

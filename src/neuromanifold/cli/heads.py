@@ -9,24 +9,29 @@ import typer
 
 from ..core.checks import bad_value, check_int, check_seed
 from ..io.outputs import staged_files
-from .common import EXIT_AMBIGUOUS, check_output_files, err, parse_int_list, print_json
+from .common import (EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, check_output_files, err,
+                     parse_int_list, print_json)
 
 
 def heads(
-    widths: str = typer.Option("3,3", help="Widths d,d' of the one layer."),
+    widths: str = typer.Option("3,3", help="Widths d,d' of the one layer.", rich_help_panel=NETWORK),
     keys: Optional[int] = typer.Option(None, "--keys", help="Per-head key width a (as --keys of "
-                                       "dim).  [default: 3]"),
+                                       "dim; default 3).", rich_help_panel=NETWORK),
     values: Optional[int] = typer.Option(None, "--values", help="Per-head value width v (output "
                                          "projection), as --values of dim; 0 for one unfactored "
-                                         "value matrix per head.  [default: 3]"),
-    tokens: int = typer.Option(3, help="Number of tokens t."),
-    max_heads: int = typer.Option(4, help="Heads H = 1..max-heads."),
-    seed: int = typer.Option(0, help="Random seed."),
-    out: Path = typer.Option(Path("heads"), help="Folder for the PNG and CSV."),
-    force: bool = typer.Option(False, help="Overwrite existing files in --out."),
-    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout."),
-    old_key: Optional[int] = typer.Option(None, "--key", hidden=True),
-    old_value: Optional[int] = typer.Option(None, "--value", hidden=True),
+                                         "value matrix per head (default 3).",
+                                         rich_help_panel=NETWORK),
+    tokens: int = typer.Option(3, help="Number of tokens t.", rich_help_panel=NETWORK),
+    max_heads: int = typer.Option(4, help="Heads H = 1..max-heads.", rich_help_panel=NETWORK),
+    seed: int = typer.Option(0, help="Random seed.", rich_help_panel=METHOD),
+    out: Path = typer.Option(Path("heads"), help="Folder for the PNG and CSV.",
+                             rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, help="Overwrite existing files in --out.",
+                               rich_help_panel=OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help="JSON list of rows on stdout.",
+                                 rich_help_panel=OUTPUT),
+    old_key: Optional[int] = typer.Option(None, "--key", hidden=True, rich_help_panel=NETWORK),
+    old_value: Optional[int] = typer.Option(None, "--value", hidden=True, rich_help_panel=NETWORK),
 ) -> None:
     """Dimension vs heads: lightning (exact/certified) and softmax (numerical) side by side."""
     from ..core.architecture import Architecture  # noqa: PLC0415

@@ -9,22 +9,30 @@ from pathlib import Path
 import typer
 
 from ..core.checks import check_seed
-from .common import EXIT_AMBIGUOUS, err, print_json
+from .common import EXIT_AMBIGUOUS, METHOD, OUTPUT, RESOURCES, err, print_json
 
 
 def sweep_command(
     grid: str = typer.Argument(..., help="Grid TOML file, or a shipped grid name (e.g. eq14_map)."),
-    db: Path = typer.Option(..., help="SQLite result store (created if new; resumed if ours)."),
-    jobs: int = typer.Option(1, help="Worker processes (local) or LocalCluster workers (dask)."),
-    backend: str = typer.Option("local", help="local or dask."),
-    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (with --backend dask)."),
-    timeout: Optional[float] = typer.Option(None, help="Seconds per item; slower items are recorded as 'timeout'."),
-    method: Optional[str] = typer.Option(None, help="Override the grid's methods: comma-separated, e.g. numerical."),
-    seed: int = typer.Option(0, help="Random seed for every item (part of each item's key)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout."),
+    method: Optional[str] = typer.Option(None, help="Override the grid's methods: comma-separated, "
+                                         "e.g. numerical.", rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed for every item (part of each item's key).",
+                             rich_help_panel=METHOD),
+    jobs: int = typer.Option(1, help="Worker processes (local) or LocalCluster workers (dask).",
+                             rich_help_panel=RESOURCES),
+    backend: str = typer.Option("local", help="local or dask.", rich_help_panel=RESOURCES),
+    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address (with --backend "
+                                            "dask).", rich_help_panel=RESOURCES),
+    timeout: Optional[float] = typer.Option(None, help="Seconds per item; slower items are "
+                                            "recorded as 'timeout'.", rich_help_panel=RESOURCES),
     max_memory: Optional[str] = typer.Option(None, help="Memory budget of each item: 16G, 500M or a "
                                              "fraction of the available memory (default 0.8); "
-                                             "items estimated above it are stored as 'refused'."),
+                                             "items estimated above it are stored as 'refused'.",
+                                             rich_help_panel=RESOURCES),
+    db: Path = typer.Option(..., help="SQLite result store (created if new; resumed if ours).",
+                            rich_help_panel=OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help="One JSON summary on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """Run every architecture of a grid, writing one row per item to an SQLite store as it finishes.
 

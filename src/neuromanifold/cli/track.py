@@ -12,7 +12,8 @@ import typer
 
 from ..core.checks import bad_value
 from ..io.outputs import staged_files
-from .common import EXIT_AMBIGUOUS, check_output_files, err, print_json, text_width
+from .common import (EXIT_AMBIGUOUS, METHOD, NETWORK, OUTPUT, check_output_files, err, print_json,
+                     text_width)
 
 OUT_SUFFIXES = (".csv", ".json")
 TABLE_COLUMNS = ("step", "status", "lower_bound", "upper_bound", "rank", "float_rank", "gap",
@@ -87,26 +88,32 @@ def track_command(
                                    "folders (transformers' Trainer) or entries with a step in "
                                    "their name (docs/tracking.md states the rule)."),
     tokens: int = typer.Option(3, help="Number of tokens t of the sequences the function is "
-                               "read on."),
+                               "read on.", rich_help_panel=NETWORK),
+    hidden_state: bool = typer.Option(False, "--hidden-state", help="The base model's last "
+                                      "hidden state instead of the language-model head's "
+                                      "logits.", rich_help_panel=NETWORK),
+    method: str = typer.Option("auto", help="auto, numerical or certified (as `rank`).",
+                               rich_help_panel=METHOD),
+    seed: int = typer.Option(0, help="Random seed of the analysis' inputs (part of the store's "
+                             "options).", rich_help_panel=METHOD),
+    inputs: Optional[Path] = typer.Option(None, help="Token ids (.npy or .pt, shape (N, t)): "
+                                          "also the batch functional dimension on them.",
+                                          rich_help_panel=METHOD),
     out: Optional[Path] = typer.Option(None, help="Write the rows to this .csv or .json file "
-                                       "(by its suffix), all at once when every step is done."),
+                                       "(by its suffix), all at once when every step is done.",
+                                       rich_help_panel=OUTPUT),
     figure: Optional[Path] = typer.Option(None, help="Write the figure (PNG): the bracket and "
                                           "the effective dimensions against the step, and the "
-                                          "per-layer excess."),
+                                          "per-layer excess.", rich_help_panel=OUTPUT),
     store: Optional[Path] = typer.Option(None, help="SQLite store of the rows, written as each "
                                          "checkpoint finishes (a rerun skips stored steps). "
                                          "Default: beside --out (rows.sqlite), else "
-                                         "RUN_DIR/.neuromanifold-track.sqlite."),
-    hidden_state: bool = typer.Option(False, "--hidden-state", help="The base model's last "
-                                      "hidden state instead of the language-model head's "
-                                      "logits."),
-    inputs: Optional[Path] = typer.Option(None, help="Token ids (.npy or .pt, shape (N, t)): "
-                                          "also the batch functional dimension on them."),
-    method: str = typer.Option("auto", help="auto, numerical or certified (as `rank`)."),
-    seed: int = typer.Option(0, help="Random seed of the analysis' inputs (part of the store's "
-                             "options)."),
-    force: bool = typer.Option(False, help="Overwrite existing --out and --figure files."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+                                         "RUN_DIR/.neuromanifold-track.sqlite.",
+                                         rich_help_panel=OUTPUT),
+    force: bool = typer.Option(False, help="Overwrite existing --out and --figure files.",
+                               rich_help_panel=OUTPUT),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout.",
+                                 rich_help_panel=OUTPUT),
 ) -> None:
     """One row per checkpoint of a training run: the rank bracket, effective dimensions, excess.
 

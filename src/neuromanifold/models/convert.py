@@ -44,10 +44,10 @@ from ..core.architecture import Architecture
 from ..core.blocks import ARRAYS, block_forward
 from ..core.checks import bad_value, check_int
 from ..core.tokens import one_hot, pair_inputs
+from .families import FAMILIES
 from .hf import load_config
 
-CONVERTED = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "gemma", "bert", "falcon", "qwen3",
-             "phi3")
+CONVERTED = FAMILIES   # every family converts (`families`, the one list)
 _ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                 "relu": "relu", "tanh": "tanh", "silu": "silu", "swish": "silu"}
 

@@ -6,7 +6,7 @@ continuous symmetry family, and subtracts them; `shrunk_spec` and `build_model` 
 random model of the same family that `functional_dim` can measure (`validate`).
 
 The counted output is the base model's last hidden state (after the final norm), for the model
-classes GPT2Model, LlamaModel, MistralModel, Qwen2Model and BertModel (without pooler).
+classes of `MODEL_CLASSES` (BertModel without its pooler).
 transformers is imported only inside the functions that build a model.
 """
 
@@ -20,14 +20,15 @@ from importlib import resources
 from pathlib import Path
 
 from ..core.checks import bad_value, check_choice, check_int, check_seed
+from .families import COUNTING_RULES, FAMILIES, listed
 
-MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "bert", "gemma")
+# The families with counting rules (`families.COUNTING_RULES`, the one list).
+MODEL_TYPES = COUNTING_RULES
 MODEL_CLASSES = {"gpt2": "GPT2Model", "llama": "LlamaModel", "mistral": "MistralModel",
                  "qwen2": "Qwen2Model", "bert": "BertModel", "gemma": "GemmaModel"}
 # Shipped published configs (models/configs/<type>.json, the source model named in each file):
-# the families with counting rules, and those the converter's other families use (`count
-# --validate` certifies them once `convert.CONVERTED` holds their type).
-SHIPPED = MODEL_TYPES + ("gpt_neox", "falcon", "qwen3", "phi3")
+# one for every family (`families.FAMILIES`), those with counting rules first.
+SHIPPED = FAMILIES
 # Gate activations of a gated MLP the neuron-rescaling rule covers, per family (not positively
 # homogeneous; the GELU gates of Gemma's published configs certified in docs/models.md's table).
 GATE_ACTIVATIONS = {"gemma": ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast")}
@@ -89,9 +90,8 @@ def load_config(path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise bad_value("config", "an existing config.json file", str(path),
-                        "Pass the path of a model's config.json, or --model-type (gpt2, llama, "
-                        "mistral, qwen2, bert, gemma, gpt_neox, falcon, qwen3, phi3) for a "
-                        "shipped one.")
+                        f"Pass the path of a model's config.json, or --model-type ({listed()}) "
+                        "for a shipped one.")
     try:
         cfg = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -296,8 +296,9 @@ def read_config(config, source: str = "config") -> Spec:
         config = load_config(config)
     mt = config.get("model_type")
     if mt not in MODEL_TYPES:
-        raise bad_value(f"{source}: model_type", f"one of {', '.join(MODEL_TYPES)}", mt,
-                        "Only these families have counting rules; see docs/models.md.")
+        raise bad_value(f"{source}: model_type", f"one of {listed(MODEL_TYPES)}", mt,
+                        "Only these families have counting rules (docs/models.md#supported-"
+                        "families says what reads the others).")
 
     def num(names, what, minimum=1):
         return _size(f"{source}: {names[0]}", _field(config, names, what, source), minimum,
