@@ -523,10 +523,10 @@ def _fix_embedding(arch: Architecture, form: CanonicalForm, names: set[str]) -> 
 
 def _post_norm_sites(arch: Architecture, blocks: dict) -> list[tuple]:
     """(gain, bias or None, readers, back or None) of every norm of a post-norm network, the
-    embedding norm first (the registry's `catalogue.norms._post_norm_sites`)."""
+    embedding norm first (the registry's `catalogue.norms.post_norm_sites`)."""
     if not arch.post_norm:
         return []
-    from .catalogue.norms import _post_norm_sites as sites  # noqa: PLC0415
+    from .catalogue.norms import post_norm_sites as sites  # noqa: PLC0415
 
     return sites(arch, blocks)
 
@@ -587,7 +587,7 @@ def _bias_free_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str, l
     untied logits)."""
     if "layernorm bias beside bias-free readers" not in set(quotiented(arch)):
         return []
-    from .catalogue.norms import _bias_free_sites as sites  # noqa: PLC0415
+    from .catalogue.norms import bias_free_sites as sites  # noqa: PLC0415
 
     return sites(arch, blocks)
 

@@ -534,7 +534,7 @@ _POST_NORM = "docs/decoder_features.md#post-norm-blocks-bert"
 
 def _post_norm_counts(arch: Architecture) -> list[tuple[int, list[int], bool]]:
     """(width, reader row counts, has a next sub-layer) of every norm of a post-norm network,
-    as `catalogue.norms._post_norm_sites` lists them (the embedding norm first)."""
+    as `catalogue.norms.post_norm_sites` lists them (the embedding norm first)."""
     def readers(i: int) -> list[int]:       # layer i's query, key and value rows, every head
         if i > arch.n_layers:
             return []

@@ -177,7 +177,7 @@ def final_gain_tangents(arch: Architecture, blocks: dict, ops: TangentOps, zero:
 # and added to the next sub-layer's output before the next norm (docs/decoder_features.md,
 # "Post-norm blocks (BERT)").
 
-def _post_norm_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str | None, list[str], str | None]]:
+def post_norm_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str | None, list[str], str | None]]:
     """(gain, bias, readers, back) of every norm of a post-norm network, in order: the blocks
     that read its output through their columns, and the output bias of the sub-layer whose
     result is added to it (None for the last norm, whose output is the network's, or where that
@@ -206,7 +206,7 @@ def post_norm_bias_tangents(arch: Architecture, blocks: dict, ops: TangentOps, z
     reader's output by R e_r, which its bias takes off, and the stream added to the next
     sub-layer's output by e_r, which that sub-layer's output bias takes back; d per norm with
     readers and a next sub-layer (every reader with a bias)."""
-    for _, bias, readers, back in _post_norm_sites(arch, blocks):
+    for _, bias, readers, back in post_norm_sites(arch, blocks):
         if bias is not None and back is not None and readers:
             shift_route(blocks, zero, ops, bias, readers, back, put)
 
@@ -216,7 +216,7 @@ def post_norm_reader_tangents(arch: Architecture, blocks: dict, ops: TangentOps,
     """19. post-norm layernorm readers (docs/models.md rule 5): R y + c with y = g * n + b and
     1^T n = 0: row r of R gains (1/g)^T (times prod g, a polynomial), and c_r loses (1/g)^T b
     (times prod g); one per reader row (a reader without a bias only where the norm has none)."""
-    for gain, bias, readers, _ in _post_norm_sites(arch, blocks):
+    for gain, bias, readers, _ in post_norm_sites(arch, blocks):
         _reader_means(blocks, zero, ops, gain, bias, readers, put)
 
 
@@ -360,7 +360,7 @@ def norm_bias_shift_tangents(arch: Architecture, blocks: dict, ops: TangentOps, 
 # biases, the stream's rotations moving every norm's bias
 # (docs/decoder_features.md#parallel-blocks-and-the-final-norm-with-norm-biases).
 
-def _bias_free_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str, list[str]]]:
+def bias_free_sites(arch: Architecture, blocks: dict) -> list[tuple[str, str, list[str]]]:
     """(gain, its bias, readers) of every pre-norm with some reader without a bias (Falcon's
     heads and MLP without biases), and of the final norm read by untied logits L (no bias)."""
     sites = [(gain, bias, readers) for i in range(1, arch.n_layers + 1)
@@ -384,7 +384,7 @@ def bias_free_mean_tangents(arch: Architecture, blocks: dict, ops: TangentOps, z
     change R y by -R e_k (1/g)^T c + s R e_k = 0 (first order). Times prod_j g_j the tangent is
     an integer polynomial (c: s prod g in entry k; R: column j of -R e_k prod_{l != j} g_l):
     one per entry of c."""
-    for gain, bias, readers in _bias_free_sites(arch, blocks):
+    for gain, bias, readers in bias_free_sites(arch, blocks):
         row = _products_but_one(blocks[gain][:, 0], ops)               # prod g / g_j
         s = ops.mm(row.reshape(1, -1), blocks[bias])                    # prod g (1/g)^T c
         for k in range(blocks[bias].shape[0]):
