@@ -170,7 +170,8 @@ def test_dead_relu_neuron():
 
 def test_gram_route_matches_dense(monkeypatch):
     """The Gram route (eigenvalues of Q2^T J^T J Q2) reads the dense route's rank on a
-    zero-output-map point, and says it cannot resolve 1e-12 of sigma_1."""
+    zero-output-map point, and the dense route's part ranks there and at the random point (where
+    a head's block is read off its layer's), and says it cannot resolve 1e-12 of sigma_1."""
     arch = _arch(heads=3)
     b = random_block_weights(arch, 19)
     b["V_1_2"] = torch.zeros_like(b["V_1_2"])
@@ -182,6 +183,9 @@ def test_gram_route_matches_dense(monkeypatch):
     assert gram.route == "gram" and dense.route == "dense"
     assert gram.float_rank == dense.float_rank == 3 * 41 - 16
     assert [p["rank"] for p in gram.parts] == [p["rank"] for p in dense.parts]
+    # at the random point only the layers' blocks are accumulated, the heads' read off them
+    assert [p["generic_rank"] for p in gram.parts] == [p["generic_rank"] for p in dense.parts]
+    assert {p["name"]: p["generic_rank"] for p in gram.parts}["layer 1 head 2"] == 41
     assert gram.profile[-1]["resolved"] is False and gram.profile[0]["effective_dimension"] == 107
     assert gram.tangent_count == dense.tangent_count == 12
 
@@ -336,3 +340,28 @@ def test_generic_dimension_says_method_and_status_once_when_they_agree():
         14, "certified (neuromanifold_dim auto)", True)
     assert _generic(Architecture((3, 3, 3), (2, 2), 3, "softmax"), 0, 25, None)[1] == \
         "numerical, settled (neuromanifold_dim auto)"
+
+
+def test_gram_part_blocks_are_read_off_their_layer(monkeypatch):
+    """Without a split (the random point's pass) the Gram route accumulates only the blocks of
+    the outermost parts and reads a head's, an MLP's and a norm's off its layer's: at a point
+    with head 2's value map and one MLP row zeroed, every part's rank equals the dense route's
+    (a sub-block read at the wrong columns, e.g. head 1's for head 2, would not)."""
+    from neuromanifold.core.blocks import flatten_blocks
+    from neuromanifold.core.seeds import seeded_generator
+    from neuromanifold.core.tokens import input_stream
+
+    arch = _arch(heads=3, mlp=4, activation="gelu", norm="layernorm")
+    b = random_block_weights(arch, 29)
+    b["V_1_2"] = torch.zeros_like(b["V_1_2"])
+    b["P_1"][1] = 0.0
+    params = flatten_blocks(arch, b)
+    X = input_stream(arch, seeded_generator(29, "inputs"))(40)
+    parts = local_parts.network_parts(arch)
+    assert [p.name for p in local_parts._outermost(parts)] == ["layer 1"]
+    dense = local_parts.spectrum(arch, params, X, None, parts, gram=False, chunk=8)
+    monkeypatch.setattr(local_parts, "GRAM_BLOCK", 16)
+    gram = local_parts.spectrum(arch, params, X, None, parts, gram=True, chunk=8)
+    assert {k: r.rank for k, r in gram.part_ranks.items()} == {k: r.rank for k, r in dense.part_ranks.items()}
+    heads = [gram.part_ranks[f"layer 1 head {h}"].rank for h in (1, 2, 3)]
+    assert heads[1] < heads[0] == heads[2]

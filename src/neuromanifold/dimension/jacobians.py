@@ -13,7 +13,7 @@ from torch.func import jacfwd, jacrev, jvp, vmap
 
 from ..core.architecture import Architecture
 from ..core.limits import check_projection
-from ..core.blocks import block_forward_flat
+from ..core.blocks import block_forward_flat, block_reverse_jacobian
 from ..core.finite import require_finite
 from ..core.maps import forward
 from ..core.parameters import unflatten
@@ -76,10 +76,13 @@ def block_jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) ->
     """J of a network beyond the paper's model, by autodiff of `core.blocks.block_forward`
     (reverse mode when J has fewer rows than columns, else forward mode); same shape and row
     order as `jacobian`. Raises ComputationError when an entry overflows."""
+    rows = X.shape[0] * arch.widths[-1] * arch.tokens
+    if rows < arch.n_params:
+        return finite_rows(block_reverse_jacobian(arch, params, X))
+
     def f(w):
         return block_forward_flat(arch, w, X).reshape(-1)
-    rows = X.shape[0] * arch.widths[-1] * arch.tokens
-    return finite_rows((jacrev(f) if rows < arch.n_params else jacfwd(f))(params))
+    return finite_rows(jacfwd(f)(params))
 
 
 def family_ranks(tangents: torch.Tensor, counts, rank_of=None) -> dict[str, int]:

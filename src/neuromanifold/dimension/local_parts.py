@@ -20,10 +20,9 @@ import re
 from dataclasses import dataclass
 
 import torch
-from torch.func import jacrev, vmap
 
 from ..core.architecture import Architecture, block_layout
-from ..core.blocks import ArrayArithmetic, block_forward, block_forward_flat
+from ..core.blocks import ArrayArithmetic, block_forward, block_reverse_jacobian
 from ..core.finite import require_finite
 from ..core.rank import FLOAT64_EPS, NumericalRank, matrix_rank, numerical_rank
 from .jacobians import KernelSplit
@@ -144,12 +143,21 @@ def sample_jacobian(arch: Architecture, params: torch.Tensor, X: torch.Tensor) -
     mode per sample, vmapped over the samples (each vjp runs on one sample's small tensors, about
     twice as fast here as one vjp per row over the whole batch). Raises ComputationError when an
     entry overflows."""
-    def one(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return block_forward_flat(arch, w, x).reshape(-1)
-
-    J = vmap(jacrev(one), in_dims=(None, 0))(params, X).reshape(-1, arch.n_params)
+    J = block_reverse_jacobian(arch, params, X, per_sample=True)
     require_finite(J, "the Jacobian entries", fix="Float64 cannot hold this network's values.")
     return J
+
+
+def _outermost(parts: list[Part]) -> list[Part]:
+    """The parts whose columns lie inside no other part's (the first of equal ones)."""
+    sets = [set(p.columns) for p in parts]
+    keep = []
+    for i, p in enumerate(parts):
+        inside = any(j != i and sets[i] <= sets[j] and (sets[i] != sets[j] or j < i)
+                     for j in range(len(parts)))
+        if not inside:
+            keep.append(p)
+    return keep
 
 
 def _scaled_rows(J: torch.Tensor) -> torch.Tensor:
@@ -222,19 +230,20 @@ def spectrum(arch: Architecture, params: torch.Tensor, X: torch.Tensor, split: K
         # the tangent count is the number of columns split off (a skipped split shows as 0)
         return Spectrum(sv, numerical_rank(sv, *S.shape), False, tuple(J.shape), P - R.shape[1],
                         leak, ranks, dense=J)
-    # Gram route: the full P x P Gram at the point; only the parts' diagonal blocks otherwise.
+    # Gram route: the full P x P Gram at the point; otherwise only the diagonal blocks of the
+    # parts inside no other part (a layer holds its heads, MLP and norms: theirs are its
+    # sub-blocks, read off it), each accumulated in its lower triangle.
     G = torch.zeros((P, P), dtype=torch.float64) if split is not None else None
-    blocks = {p.name: torch.zeros((len(p.columns),) * 2, dtype=torch.float64)
-              for p in parts} if split is None else None
     index = {p.name: torch.tensor(p.columns) for p in parts}
+    outer = _outermost(parts) if split is None else []
+    blocks = {p.name: torch.zeros((len(p.columns),) * 2, dtype=torch.float64) for p in outer}
     for start in range(0, X.shape[0], chunk):
         S = _scaled_rows(sample_jacobian(arch, params, X[start: start + chunk]))
         if G is not None:
             _add_gram(G, S)
         else:
-            for p in parts:
-                cols = S[:, index[p.name]]
-                blocks[p.name].addmm_(cols.T, cols)
+            for p in outer:
+                _add_gram(blocks[p.name], S[:, index[p.name]])
         say(f"Gram matrix: samples {min(start + chunk, X.shape[0])}/{X.shape[0]}")
     if G is not None:
         _mirror(G)
@@ -245,7 +254,17 @@ def spectrum(arch: Architecture, params: torch.Tensor, X: torch.Tensor, split: K
         values = torch.linalg.eigvalsh(C).flip(0) if C.numel() else torch.zeros(0)
         return Spectrum(values, numerical_rank(values, n_rows, P), True, (n_rows, P),
                         P - C.shape[0], leak, ranks)
-    ranks = {name: _gram_rank(B, n_rows) for name, B in blocks.items()}
+    ranks = {}
+    for p in outer:
+        _mirror(blocks[p.name])
+    for p in parts:
+        host = next(q for q in outer if set(p.columns) <= set(q.columns))
+        if host is p:
+            ranks[p.name] = _gram_rank(blocks[p.name], n_rows)
+        else:
+            position = {c: k for k, c in enumerate(host.columns)}
+            at = torch.tensor([position[c] for c in p.columns])
+            ranks[p.name] = _gram_rank(blocks[host.name][at][:, at], n_rows)
     return Spectrum(torch.zeros(0), NumericalRank(0, 0.0, 0.0, 0.0, 0.0), True, (n_rows, P), 0,
                     0.0, ranks)
 
