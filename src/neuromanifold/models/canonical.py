@@ -490,6 +490,22 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     return result
 
 
+def moved_copy(source, out, *, seed: int = 0, force: bool = False) -> None:
+    """`source` moved by a random element of the group `canonical` quotients by
+    (`symmetries.canonical.random_group_element` with `seed`), saved to `out` by
+    save_pretrained in the stored dtype: other weights of the same function (up to that
+    dtype's rounding), for checking `canonical` and `same_function` on a checkpoint."""
+    out = _check_out(out, force)
+    loaded = load(source)
+    arch, blocks = _native_network(loaded)
+    blocks = {k: v.numpy() for k, v in blocks.items()}
+    moved = forms.apply_moves(arch, blocks, forms.random_group_element(arch, blocks, seed))
+    del blocks
+    write_blocks(loaded.model, arch, moved)
+    del moved
+    _to_dtype(loaded.model, loaded.dtype).save_pretrained(out)
+
+
 # ------------------------------------------------------------------ same function
 
 
