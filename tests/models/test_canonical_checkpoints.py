@@ -62,12 +62,7 @@ def _state_diff(a: dict, b: dict) -> float:
 
 def _moved_copy(folder: Path, target: Path, seed: int) -> None:
     """The checkpoint moved by a random element of the group canonical quotients by."""
-    loaded = M.load(folder)
-    arch, blocks = M._native_network(loaded)
-    moved = C.apply_moves(arch, {k: v.numpy() for k, v in blocks.items()},
-                          C.random_group_element(arch, blocks, seed))
-    write_blocks(loaded.model, arch, moved)
-    loaded.model.save_pretrained(target)
+    M.moved_copy(folder, target, seed=seed)
 
 
 def _forward(folder: Path, family: str, ids):

@@ -119,18 +119,36 @@ def load(source, output: str = "logits") -> Loaded:
     dtype = _widest(list(state.dtypes))
     del checked, state
     release()
-    return Loaded(_pretrained(files.folder, mt, output), mt, str(source), dtype, files.folder,
-                  output, notes)
+    model = _to_float64(_pretrained(files.folder, mt, output, dtype))
+    return Loaded(model, mt, str(source), dtype, files.folder, output, notes)
 
 
-def _pretrained(folder: Path, family: str, output: str):
-    """transformers' own loading of the checked folder, in float64, with the attention that
-    computes in float64: the causal-LM class, or the base model (BERT, or a hidden state)."""
+def _to_float64(model):
+    """`model.to(torch.float64)` (an exact cast of every weight), one weight at a time with the
+    freed memory handed back, after each is copied out of the file that transformers maps: the
+    mapped pages stay resident until the last weight is off them, and beside the float64 copies
+    they made transformers' own float64 load take 1.4 x the float64 size (GPT-2 small)."""
+    weights = list(model.parameters())
+    if all(p.dtype == torch.float64 for p in weights):
+        return model.to(torch.float64)   # a float64 file: read as it is mapped, as before
+    for p in weights:
+        p.data = p.data.clone()
+    release()
+    for p in weights:
+        p.data = p.data.to(torch.float64)
+        _trim()
+    return model.to(torch.float64)   # the buffers
+
+
+def _pretrained(folder: Path, family: str, output: str, dtype: str = "float64"):
+    """transformers' own loading of the checked folder, in float64 (or `dtype`), with the
+    attention that computes in float64: the causal-LM class, or the base model (BERT, or a
+    hidden state)."""
     import transformers  # noqa: PLC0415
 
     register()
     quiet()
-    kw = dict(dtype=torch.float64, attn_implementation=attention_for(family))
+    kw = dict(dtype=getattr(torch, dtype), attn_implementation=attention_for(family))
     if family == "bert":
         return transformers.BertModel.from_pretrained(folder, add_pooling_layer=False, **kw).eval()
     if output == "hidden":   # the base model: the function kept is its last hidden state
@@ -150,6 +168,11 @@ def release() -> None:
     """Free what is garbage now and hand the freed heap back to the system (glibc's malloc_trim
     where there is one): the next phase's float64 copy then fits where the last one was."""
     gc.collect()
+    _trim()
+
+
+def _trim() -> None:
+    """The freed heap handed back to the system (glibc's malloc_trim, where there is one)."""
     with contextlib.suppress(OSError, AttributeError):
         import ctypes  # noqa: PLC0415
 
@@ -162,7 +185,45 @@ def _widest(dtypes: list[str]) -> str:
     return known[0] if known else "float32"
 
 
-def _native_network(loaded: Loaded):
+class _ReadOnce(torch.nn.Module):
+    """A model's list of layers that the converter reads once, in order: each layer's weights
+    are freed when the next is asked for (their float64 copies are in the blocks by then), so
+    that the model in its stored dtype and the float64 blocks do not stand side by side."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers_ = list(layers)
+
+    def __len__(self) -> int:
+        return len(self.layers_)
+
+    def __getitem__(self, i):
+        return self.layers_[i]
+
+    def __iter__(self):
+        for layer in self.layers_:
+            yield layer
+            for p in layer.parameters():
+                p.data = torch.empty(0, dtype=p.dtype)
+            _trim()   # the next layer's float64 copies then fit where this one was
+
+
+def _read_once(model) -> None:
+    """`model`'s layer list (GPT-2's and Falcon's h, the rotary families' and NeoX's layers,
+    BERT's encoder.layer) as `_ReadOnce`: the model is spent by the conversion that follows."""
+    base = getattr(model, model.base_model_prefix, model)
+    for owner, name in ((base, "h"), (base, "layers"), (getattr(base, "encoder", None), "layer")):
+        if isinstance(getattr(owner, name, None), torch.nn.ModuleList):
+            setattr(owner, name, _ReadOnce(getattr(owner, name)))
+            return
+
+
+def _native_network(loaded: Loaded, *, spend: bool = False):
+    """(arch, float64 blocks) of the loaded model; with `spend`, the model's layers are freed as
+    they are read, where it can be read again from its folder (the blocks are copies; a view
+    would keep its weight's memory, never lose it)."""
+    if spend and loaded.folder is not None:
+        _read_once(loaded.model)
     t = _context(loaded.model.config)
     arch = certify.native_network(loaded.model.config.to_dict(), t, loaded.output)
     if loaded.output == "hidden" and loaded.family != "bert":
@@ -301,6 +362,38 @@ def _to_dtype(model, dtype: str):
     return model.to(getattr(torch, dtype))
 
 
+def _rounded(blocks: dict, dtype: str) -> None:
+    """The matrices of `blocks` rounded to the stored `dtype` in place of their float64 arrays,
+    before the model they are written into is read again: half the memory (or a quarter) beside
+    it. Each is what `write_blocks`' copy into a parameter of that dtype makes of it (one
+    rounding, the same cast: a matrix is copied, transposed or permuted, never shifted); the
+    columns (biases, gains: Gemma's is written as gain - 1) stay float64, and so does a matrix
+    that does not fit the dtype (write_blocks meets it as before)."""
+    if dtype == "float64":
+        return
+    freed = 0
+    for name, value in blocks.items():
+        if value.ndim == 2 and value.shape[1] > 1:
+            narrow = torch.as_tensor(value).to(getattr(torch, dtype))
+            if bool(torch.isfinite(narrow).all()):
+                blocks[name] = narrow
+                freed += value.nbytes
+        del value
+        if freed > 1 << 26:   # every 64 MiB of float64 arrays freed, handed back
+            _trim()
+            freed = 0
+
+
+def _as_stored(loaded: Loaded, model):
+    """`model`, or where it was dropped (None), the checkpoint read again from its folder in
+    its stored dtype (every weight as the float64 load cast back to it: the same values), for
+    the canonical blocks to be written into."""
+    if model is not None:
+        return model
+    return _to_dtype(_pretrained(loaded.folder, loaded.family, loaded.output, loaded.dtype),
+                     loaded.dtype)
+
+
 def _save_checked(holder: list, loaded: Loaded, out: Path, ids, expected, tolerance: float,
                   document: dict):
     """Save `model` (stored dtype) into a staged folder, load it again with from_pretrained in
@@ -317,9 +410,9 @@ def _save_checked(holder: list, loaded: Loaded, out: Path, ids, expected, tolera
         register()
         quiet()
         kw = {"add_pooling_layer": False} if loaded.family == "bert" else {}
-        again = cls.from_pretrained(temp, dtype=torch.float64,
-                                            attn_implementation=attention_for(loaded.family),
-                                            **kw).eval()
+        again = _to_float64(cls.from_pretrained(temp, dtype=getattr(torch, loaded.dtype),
+                                                attn_implementation=attention_for(loaded.family),
+                                                **kw).eval())
         difference = _relative(expected, _float64_forward(again, ids, loaded.output))
         document["check"]["relative_difference"] = difference
         document["check"]["passed"] = difference <= tolerance
@@ -355,16 +448,24 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
     say(f"canonical: {loaded.source}: {loaded.family}, {sum(p.numel() for p in model.parameters())} "
         f"parameters ({loaded.dtype}); the original's outputs on {len(ids)} sequences")
     expected = _float64_forward(model, ids, loaded.output)
-    # memory: the model in its stored dtype beside one float64 copy of its weights (the blocks,
-    # moved in place), never two float64 copies
+    # memory: one float64 copy of the weights at a time (the blocks, moved in place), beside
+    # the model in its stored dtype while the blocks are read from it and written into it
     model = _to_dtype(model, loaded.dtype)
     release()
-    arch, blocks = _native_network(loaded)
+    arch, blocks = _native_network(loaded, spend=True)
+    if loaded.folder is not None:   # read again after the form (_as_stored): the float64 blocks,
+        model = loaded.model = None  # the check's forward and the moves' copies (E: 0.29 GiB)
+        release()                    # do not stand beside it
     _require_finite(arch, blocks, ids, loaded.source)
+    release()
     say(f"canonical: the canonical form of {len(blocks)} blocks")
-    form = forms.canonical_form(arch, blocks, copy=False)
-    write_blocks(model, arch, form.blocks)
+    form = forms.canonical_form(arch, blocks, copy=False, after_step=_trim)
     del blocks
+    release()
+    _rounded(form.blocks, loaded.dtype)
+    release()
+    model = _as_stored(loaded, model)
+    write_blocks(model, arch, form.blocks)
     moves, notes = len(form.moves), list(loaded.notes) + form.notes
     result = CanonicalResult(None, loaded.family, loaded.source, loaded.dtype, float("nan"), tol,
                              form.quotiented, form.not_quotiented, moves, notes,
@@ -389,6 +490,24 @@ def canonical(source, out=None, *, force: bool = False, output: str = "logits", 
                                    f"original's, above the tolerance {tol:.0e}; please report it")
     result.model = model
     return result
+
+
+def moved_copy(source, out, *, seed: int = 0, dtype: str | None = None,
+               force: bool = False) -> None:
+    """`source` moved by a random element of the group `canonical` quotients by
+    (`symmetries.canonical.random_group_element` with `seed`), saved to `out` by
+    save_pretrained in the stored dtype (or `dtype`): other weights of the same function (up to
+    that dtype's rounding, which the random gauges amplify: GPT-2 small's float32 copy is 4.6e-2
+    off in its logits; float64 keeps it), for checking `canonical` and `same_function`."""
+    out = _check_out(out, force)
+    loaded = load(source)
+    arch, blocks = _native_network(loaded)
+    blocks = {k: v.numpy() for k, v in blocks.items()}
+    moved = forms.apply_moves(arch, blocks, forms.random_group_element(arch, blocks, seed))
+    del blocks
+    write_blocks(loaded.model, arch, moved)
+    del moved
+    _to_dtype(loaded.model, dtype or loaded.dtype).save_pretrained(out)
 
 
 # ------------------------------------------------------------------ same function
@@ -480,30 +599,38 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
     """Whether checkpoints `a` and `b` of one config compute the same function up to the group
     (module docstring); with `align`, B moved into A's gauge is written there.
 
-    Memory: each model is kept in its stored dtype beside one float64 copy of its weights (the
-    blocks, canonicalised in place); the outputs and distances that need the original blocks
-    are taken before."""
+    Memory: one float64 copy of each checkpoint's weights (the blocks, canonicalised in place),
+    read from its model in its stored dtype; A's model is then dropped, and B's too where it
+    can be read again from its folder for --align (`_as_stored`). The outputs and distances
+    that need the original blocks are taken before."""
     say = progress or (lambda _message: None)
     if align is not None:
         align = _check_out(align, force)
-    A, B = load(a, output), load(b, output)
+    A = load(a, output)
+    _to_dtype(A.model, A.dtype)
+    release()
+    arch, blocks_a = _native_network(A, spend=True)   # the model's config is all that is left
+    release()
+    B = load(b, output)
     _check_same_config(A, B)
     dtype = _widest([A.dtype, B.dtype])
     tol = SAME_TOLERANCE[dtype] if tolerance is None else float(tolerance)
     ids = _sequences(A.model.config, seed, 8)
-    expected = _float64_forward(B.model, ids, B.output) if align is not None else None
-    arch, blocks_a = _native_network(A)
-    _, blocks_b = _native_network(B)
+    A.model = None
     _require_finite(arch, blocks_a, ids, A.source)
-    _require_finite(arch, blocks_b, ids, B.source)
-    for loaded in (A, B):
-        _to_dtype(loaded.model, loaded.dtype)
+    expected = _float64_forward(B.model, ids, B.output) if align is not None else None
+    _to_dtype(B.model, B.dtype)
     release()
+    _, blocks_b = _native_network(B, spend=True)
+    if B.folder is not None:
+        B.model = None
+    release()
+    _require_finite(arch, blocks_b, ids, B.source)
     out_difference = _relative(_outputs(arch, blocks_a, ids), _outputs(arch, blocks_b, ids))
     before = _block_difference(blocks_a, blocks_b)[0] if align is not None else None
     say("same-function: canonical forms of A and B")
-    form_a = forms.canonical_form(arch, blocks_a, copy=False)
-    form_b = forms.canonical_form(arch, blocks_b, copy=False)
+    form_a = forms.canonical_form(arch, blocks_a, copy=False, after_step=_trim)
+    form_b = forms.canonical_form(arch, blocks_b, copy=False, after_step=_trim)
     difference, where = _block_difference(form_a.blocks, form_b.blocks)
     if difference <= tol:
         verdict = "same"
@@ -521,14 +648,16 @@ def same_function(a, b, *, tolerance: float | None = None, align=None, force: bo
         original_a = forms.apply_moves(arch, form_a.blocks, form_a.moves, inverse=True)
         after, _ = _block_difference(original_a, aligned)
         del form_a, blocks_a, original_a
-        write_blocks(B.model, arch, aligned)
+        model = _as_stored(B, B.model)
+        B.model = None
+        write_blocks(model, arch, aligned)
         del aligned
-        holder = [B.model]
+        holder = [model]
+        del model
         document = {"source": B.source, "aligned_to": A.source,
                     "relative_difference_to_A": {"before": before, "after": after},
                     "check": {"tolerance": TOLERANCE[B.dtype], "sequences": len(ids)},
                     "not_quotiented": list(result.not_quotiented)}
-        A.model = B.model = None
         release()
         _save_checked(holder, B, align, ids, expected, TOLERANCE[B.dtype], document)
         result.aligned = {"out": str(align), "before": before, "after": after,

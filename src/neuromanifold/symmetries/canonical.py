@@ -836,12 +836,15 @@ def _fix_neurons(arch: Architecture, form: CanonicalForm, names: set[str]) -> No
             _add(form, arch, "neuron permutation", layer=i, perm=[int(j) for j in order])
 
 
-def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> CanonicalForm:
+def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True,
+                   after_step=None) -> CanonicalForm:
     """The canonical representative of `blocks` (numpy or torch float64 blocks of `arch`) under
     the families of `QUOTIENTED` and `DISCRETE` that apply to it (module docstring).
 
     copy=False makes `blocks` itself (float64 CPU arrays or tensors) the form's dict, its
-    entries replaced as they move: no second copy of a large checkpoint's weights."""
+    entries replaced as they move: no second copy of a large checkpoint's weights.
+    `after_step()`, if given, is called after each step (models.canonical hands the memory of
+    the replaced blocks back to the system there)."""
     def array(v):
         v = v.detach().cpu().numpy() if hasattr(v, "detach") else v
         return np.array(v, dtype=np.float64) if copy else np.asarray(v, dtype=np.float64)
@@ -855,17 +858,16 @@ def canonical_form(arch: Architecture, blocks: dict, *, copy: bool = True) -> Ca
     form = CanonicalForm(b, quotiented=quotiented(arch), not_quotiented=not_quotiented(arch),
                          discrete=discrete(arch))
     names = set(form.quotiented)
-    _fold_norms(arch, form, names)
-    _fix_bias_free(arch, form)
-    _fix_embedding(arch, form, names)
-    _fix_post_norm(arch, form, names)
-    _fix_stream(arch, form, names)
-    _fix_means(arch, form)
-    _fix_stream_biased(arch, form, names)
-    _fix_biases(arch, form, names)
-    _fix_heads(arch, form, names)
-    _sort_heads(arch, form)
-    _fix_neurons(arch, form, names)
+    steps = (lambda: _fold_norms(arch, form, names), lambda: _fix_bias_free(arch, form),
+             lambda: _fix_embedding(arch, form, names), lambda: _fix_post_norm(arch, form, names),
+             lambda: _fix_stream(arch, form, names), lambda: _fix_means(arch, form),
+             lambda: _fix_stream_biased(arch, form, names), lambda: _fix_biases(arch, form, names),
+             lambda: _fix_heads(arch, form, names), lambda: _sort_heads(arch, form),
+             lambda: _fix_neurons(arch, form, names))
+    for step in steps:
+        step()
+        if after_step is not None:
+            after_step()
     return form
 
 
