@@ -14,8 +14,16 @@ current test has made.
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
+
+# Under pytest-xdist (`-n 2`) each worker computes with one thread, set before torch is imported
+# and inherited by the commands the tests start: two workers of two threads each on two cores
+# spin in each other's way (a small LAPACK call slowed 30 times in one loaded run).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_name] = "1"
 
 
 def _freeze() -> None:
